@@ -1,0 +1,114 @@
+"""One exception hierarchy for archsql.
+
+Every user-facing failure is an :class:`ArchsqlError`.  Errors that concern a place in a
+file carry one or more :class:`Issue` records (file, line, column, YAML path, message,
+expected/got, hint) so that all problems of a file are reported together.  The CLI prints
+an ``ArchsqlError`` without a traceback.  Each subclass also subclasses the matching builtin
+so callers can catch ``ValueError``/``KeyError`` where that is natural.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One located problem."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    path: str | None = None  # YAML path, e.g. $.graph.o_proj.dims.out
+    expected: str | None = None
+    got: str | None = None
+    hint: str | None = None
+
+    def location(self) -> str:
+        loc = self.file or "<input>"
+        if self.line is not None:
+            loc += f":{self.line}"
+            if self.column is not None:
+                loc += f":{self.column}"
+        return loc
+
+    def render(self) -> str:
+        head = self.location()
+        if self.path:
+            head += f" {self.path}"
+        text = f"{head}: {self.message}"
+        if self.expected is not None or self.got is not None:
+            text += f" (expected {self.expected}, got {self.got})"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+class ArchsqlError(Exception):
+    """Base class of every error archsql raises for bad input."""
+
+    def __init__(self, message: str | None = None, issues: Iterable[Issue] = ()):
+        self.issues: list[Issue] = list(issues)
+        if message is None:
+            message = "\n".join(i.render() for i in self.issues)
+        elif self.issues:
+            message = message + "\n" + "\n".join("  " + i.render() for i in self.issues)
+        super().__init__(message)
+
+
+class SpecError(ArchsqlError, ValueError):
+    """A spec file (component, model, dims, roles) is malformed or inconsistent."""
+
+
+class ConfigError(ArchsqlError, KeyError):
+    """A config.json value a spec needs is missing or has the wrong type."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return Exception.__str__(self)
+
+
+class ShapeError(ArchsqlError, ValueError):
+    """Tensors that cannot be joined: rank, axis sizes, stream shape changes."""
+
+
+class EvaluationError(ArchsqlError, RuntimeError):
+    """A spec that cannot be evaluated."""
+
+
+class LayoutError(ArchsqlError, ValueError):
+    """An impossible parallel layout."""
+
+
+class ReconciliationError(ArchsqlError, ValueError):
+    """A checkpoint does not match its spec."""
+
+
+class UnsafeSQLError(ArchsqlError, PermissionError):
+    """A query that would modify the database through a read-only entry point."""
+
+
+class QueryError(ArchsqlError, ValueError):
+    """A query that cannot run (unknown view/column, syntax error)."""
+
+
+class StoreError(ArchsqlError, FileNotFoundError):
+    """The DuckDB store is missing or was built by an incompatible version."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
+    """Return ``"did you mean 'x'?"`` for the closest choice, or None."""
+    matches = difflib.get_close_matches(str(name), sorted(set(map(str, choices))), n=1, cutoff=0.6)
+    return f"did you mean '{matches[0]}'?" if matches else None
+
+
+def unknown_name(kind: str, name: str, choices: Iterable[str]) -> tuple[str, str]:
+    """Message and hint for an unknown registry entry."""
+    choices = sorted(set(map(str, choices)))
+    hint = did_you_mean(name, choices)
+    if hint is None:
+        shown = ", ".join(choices[:12]) + (", …" if len(choices) > 12 else "")
+        hint = f"known {kind}s: {shown}"
+    return f"unknown {kind} '{name}'", hint

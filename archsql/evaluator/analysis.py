@@ -1,0 +1,127 @@
+"""Analysis: the evaluated facts of one model as Arrow tables keyed by node uid.
+
+``analyze`` runs the passes (bind → expand → infer_shapes) once per phase and writes the
+tables of :mod:`archsql.schema.tables`.  Everything else is a SQL view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import sympy
+
+from archsql.evaluator.terms import display, to_sql, to_terms
+from archsql.evaluator.walk import Walk
+from archsql.schema.tables import PHASES, TABLES
+
+
+@dataclass
+class Analysis:
+    """Everything decided for one model: the walks (sympy) and the tables (Arrow)."""
+
+    model: str
+    dims: dict[str, int]
+    walks: dict[str, Walk]  # phase -> walk
+    tables: dict[str, pa.Table]
+
+    def count(self, uid: str, symbolic: bool = False) -> sympy.Expr:
+        """Copies of a node in the model (layers using its template × node copies)."""
+        for w in self.walks.values():
+            if uid in w.results:
+                return node_count(w, w.results[uid], symbolic)[0]
+        raise KeyError(uid)
+
+
+def node_count(w: Walk, res, symbolic: bool) -> tuple[sympy.Expr, sympy.Expr]:
+    node = res.node
+    layers: sympy.Expr = sympy.Integer(1)
+    if node.stack is not None:
+        st = w.program.stacks[node.stack]
+        n = st.schedule.count(node.template)
+        layers = st.repeat_expr if (symbolic and n == st.layers) else sympy.Integer(n)
+    if symbolic:
+        return layers * res.copies, layers * res.active_copies
+    return sympy.Integer(layers.xreplace(w.binding)) * res.copies.xreplace(w.binding), sympy.Integer(
+        layers.xreplace(w.binding)
+    ) * res.active_copies.xreplace(w.binding)
+
+
+def _sha(*paths: str) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()
+
+
+def build_tables(model_name: str, spec, config_path: str, dims: dict[str, int], walks: dict[str, Walk], library) -> dict[str, pa.Table]:
+    rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+    rows["models"].append({"model": model_name, "hf_id": spec.hf_id, "spec_file": Path(spec.file).name,
+                           "config_file": Path(config_path).name, "spec_sha256": _sha(spec.file, config_path)})
+    for dim, value in sorted(dims.items()):
+        rows["dims"].append({"model": model_name, "dim": dim, "value": value, "binding": str(spec.dims[dim]), "kind": library.dims[dim]["kind"]})
+    first = walks[PHASES[0]]
+    for st_name, st in first.program.stacks.items():
+        for layer, template in enumerate(st.schedule):
+            rows["layer_schedule"].append({"model": model_name, "stack": st_name, "layer": layer, "template": template})
+    seen: set[str] = set()
+    for phase in PHASES:
+        w = walks[phase]
+        for uid, res in w.results.items():
+            node = res.node
+            rows["nodes"].append({"model": model_name, "phase": phase, "uid": uid, "stack": node.stack, "template": node.template,
+                                  "path": node.path, "op": node.op, "role": node.role, "component": node.component})
+            for port, ref in enumerate(node.inputs):
+                for src, stream in _sources(w, node, ref):
+                    rows["edges"].append({"model": model_name, "phase": phase, "src_uid": src, "dst_uid": uid, "port": port, "stream": stream})
+            for axis, ax in enumerate(res.shape):
+                sym = str(ax.value) if ax.runtime else None
+                rows["shapes"].append({"model": model_name, "phase": phase, "uid": uid, "axis": axis, "dim": ax.label,
+                                       "size": None if ax.runtime else int(ax.value), "symbol": sym})
+            bound = w.bind(res.flops)
+            for coef, eb, es, ec in to_terms(bound):
+                rows["terms"].append({"model": model_name, "phase": phase, "uid": uid, "quantity": "flops", "coef": coef, "e_B": eb, "e_s": es, "e_c": ec})
+            rows["formulas"].append({"model": model_name, "phase": phase, "uid": uid, "quantity": "flops",
+                                     "symbolic": display(res.flops), "bound": display(bound), "sql": to_sql(bound)})
+            if uid in seen:
+                continue
+            seen.add(uid)
+            count, active = node_count(w, res, symbolic=False)
+            rows["instances"].append({"model": model_name, "uid": uid, "count": int(count), "active_count": int(active)})
+            for decl in res.weights:
+                shape = [int(a.value) for a in decl.axes]
+                name = f"{node.path}.{decl.tensor}"
+                if res.copies != 1:
+                    parts = name.rsplit(".", 2)
+                    name = name if "{expert}" in name else f"{parts[0]}.{{expert}}.{parts[1]}.{parts[2]}"
+                rows["weights"].append({"model": model_name, "uid": uid, "tensor": decl.tensor, "name": name,
+                                        "shape": shape, "elements": int(sympy.Mul(*shape))})
+            for family, kind, growth in node.cache:
+                per_token = sympy.Mul(*(a.value for a in res.shape if not a.runtime))
+                rows["caches"].append({"model": model_name, "uid": uid, "cache": family, "kind": kind, "growth": growth,
+                                       "elements_per_token": int(per_token)})
+    return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
+
+
+def _sources(w: Walk, node, ref):
+    """Producer uids of one input reference (a carried stream has several)."""
+    if ref.kind == "node":
+        return [(ref.name, None)]
+    if ref.kind == "input":
+        return [(None, None)]
+    st = w.program.stacks[ref.name]
+    if node.stack != ref.name:  # after the stack: the last layer's output
+        out = st.outputs.get(st.schedule[-1])
+        return [(out.name if out else None, ref.stream)]
+    sources = []
+    first_src = _sources(w, node, st.input) if st.input.kind != "stream" else [(None, None)]
+    if st.schedule[0] == node.template:
+        sources.extend((s, ref.stream) for s, _ in first_src)
+    prev = {st.schedule[i] for i in range(len(st.schedule) - 1) if st.schedule[i + 1] == node.template}
+    for t in sorted(prev):
+        out = st.outputs.get(t)
+        if out is not None:
+            sources.append((out.name, ref.stream))
+    return sources

@@ -1,0 +1,301 @@
+"""expand: model spec → SpecIR, once per phase.
+
+Slots are filled with components (the decode phase swaps in a component's
+``decode_variant``), nodes get uids (declaration path: ``stack/template/slot.node``) and
+checkpoint-style paths (``model.layers.{layer}.self_attn.q_proj``), inputs become
+references to producer uids, model inputs or a stack's carried stream.  Each block
+template is expanded once; the schedule says how many layers use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from archsql.errors import Issue, did_you_mean, unknown_name
+from archsql.schema.checks import Collector
+from archsql.schema.expr import ExprSyntaxError, parse_dim_expr
+from archsql.schema.spec import ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, Where
+from archsql.schema.validate import _add, check_graph, dim_symbols
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An input reference: a node uid, a model input, or a stack's carried stream."""
+
+    kind: str  # 'node' | 'input' | 'stream'
+    name: str  # uid, input name, or stack name
+    stream: str | None = None
+
+
+@dataclass
+class IRNode:
+    uid: str
+    name: str
+    path: str
+    op: str
+    role: str
+    component: str
+    inputs: list[Ref]
+    dims: dict[str, Any]
+    dims_where: dict[str, Where]
+    where: Where
+    stack: str | None = None
+    template: str | None = None
+    cache: list[tuple[str, str, str]] = field(default_factory=list)  # (family, kind, growth)
+
+
+@dataclass
+class StackIR:
+    spec: StackSpec
+    layers: int
+    repeat_expr: sympy.Expr
+    stream: str  # the carried stream
+    input: Ref
+    schedule: list[str]  # template per layer
+    outputs: dict[str, Ref]  # template -> its block output
+
+
+@dataclass
+class Program:
+    """One phase of a model: nodes in dataflow order, stacks with their schedules."""
+
+    model: ModelSpec
+    phase: str
+    nodes: list[IRNode]
+    stacks: dict[str, StackIR]
+    outputs: dict[str, Ref]  # model graph name -> ref
+
+    def template_layers(self, stack: str, template: str) -> int:
+        return self.stacks[stack].schedule.count(template)
+
+
+def _rename(path: str, rename: dict[str, str]) -> str:
+    return ".".join(rename.get(seg, seg) for seg in path.split("."))
+
+
+class _Expander:
+    def __init__(self, model: ModelSpec, library, dims: dict[str, int], phase: str, col: Collector):
+        self.model, self.library, self.dims, self.phase, self.col = model, library, dims, phase, col
+        self.nodes: list[IRNode] = []
+        self.symbols = dim_symbols(library.dims)
+
+    # -- components -------------------------------------------------------------------
+    def component(self, fill: SlotFill) -> ComponentSpec | None:
+        try:
+            comp = self.library.component(fill.component)
+        except Exception as exc:  # SpecError from the library: keep all issues
+            from archsql.errors import SpecError
+
+            if isinstance(exc, SpecError) and exc.issues and exc.issues[0].file:
+                self.col.issues.extend(exc.issues)
+            else:
+                message, hint = unknown_name("component", fill.component, self.library.component_files)
+                _add(self.col, fill.where, message, hint=hint)
+            return None
+        if self.phase == "decode" and comp.decode_variant:
+            return self.component(SlotFill(comp.decode_variant, fill.path, fill.rename, fill.where))
+        return comp
+
+    def expand_component(
+        self,
+        comp: ComponentSpec,
+        uid_prefix: str,
+        path_prefix: str,
+        bound_inputs: list[Ref],
+        fills: dict[str, SlotFill],
+        rename: dict[str, str],
+        stack: str | None,
+        template: str | None,
+        where: Where,
+    ) -> dict[str, Ref]:
+        if len(bound_inputs) != len(comp.inputs):
+            _add(self.col, where, f"component '{comp.name}' takes {len(comp.inputs)} input(s) ({', '.join(comp.inputs)})", expected=str(len(comp.inputs)), got=str(len(bound_inputs)))
+            return {}
+        scope: dict[str, Ref] = dict(zip(comp.inputs, bound_inputs, strict=True))
+        order = check_graph(Collector(comp.file), comp.graph, comp.inputs, comp.outputs, None, where)
+        container = self.library.roles.get(comp.role, {}).get("container", False)
+        cache_of = {}
+        for entry in comp.cache:
+            cache_of.setdefault(entry.node, []).append((comp.cache_family or "kv", entry.kind, entry.growth))
+        for name in order:
+            node = comp.graph[name]
+            inputs = [scope[r] for r in node.inputs if r in scope]
+            if len(inputs) != len(node.inputs):
+                continue  # reported by the component check
+            local = _rename(node.path or node.name, rename)
+            uid = f"{uid_prefix}{name}"
+            path = f"{path_prefix}{local}"
+            if node.slot is not None:
+                fill = fills.get(node.slot)
+                if fill is None:
+                    _add(self.col, where, f"slot '{node.slot}' of '{comp.name}' is not filled", hint=f"add '{node.slot}: <component>' to the model's components or to this template")
+                    continue
+                sub = self.component(fill)
+                if sub is None:
+                    continue
+                accepted = comp.slots.get(node.slot, [])
+                if accepted and sub.role not in accepted:
+                    _add(self.col, fill.where, f"component '{sub.name}' has role '{sub.role}' but slot '{node.slot}' of '{comp.name}' takes {' | '.join(accepted)}", expected=" | ".join(accepted), got=sub.role)
+                sub_path = _rename(fill.path or node.path or node.name, rename)
+                outs = self.expand_component(sub, f"{uid}.", f"{path_prefix}{sub_path}.", inputs, fills, fill.rename, stack, template, fill.where)
+                if len(sub.outputs) != 1:
+                    _add(self.col, fill.where, f"component '{sub.name}' fills a slot, so it must have exactly one output", got=str(sub.outputs))
+                if sub.outputs and sub.outputs[0] in outs:
+                    scope[name] = outs[sub.outputs[0]]
+                continue
+            role = node.role or ((_default_role(node) or comp.role) if container else comp.role)
+            self.nodes.append(
+                IRNode(uid, name, path, node.op, role, comp.name, inputs, node.dims, node.dims_where, node.where, stack, template, cache_of.get(name, []))
+            )
+            scope[name] = Ref("node", uid)
+        return {o: scope[o] for o in comp.outputs if o in scope}
+
+    # -- the model --------------------------------------------------------------------
+    def run(self) -> Program:
+        model = self.model
+        scope: dict[str, Ref] = {name: Ref("input", name) for name in model.inputs}
+        stacks: dict[str, StackIR] = {}
+        root = model.where.get("graph", Where(model.file, None, None, "$.graph"))
+        order = check_graph(self.col, model.graph, model.inputs, model.outputs, model.where.get("outputs"), root)
+        for name in order:
+            node = model.graph[name]
+            inputs = [scope[r] for r in node.inputs if r in scope]
+            if len(inputs) != len(node.inputs):
+                continue
+            if node.stack is not None:
+                st = self.expand_stack(node, inputs)
+                if st is not None:
+                    stacks[node.stack] = st
+                    scope[name] = Ref("stream", node.stack, st.stream)
+                continue
+            if node.slot is not None:
+                continue
+            role = node.role or _default_role(node) or "model"
+            self.nodes.append(IRNode(name, name, node.path or name, node.op, role, "model", inputs, node.dims, node.dims_where, node.where))
+            scope[name] = Ref("node", name)
+        outputs = {o: scope[o] for o in model.outputs if o in scope}
+        return Program(model, self.phase, self.nodes, stacks, outputs)
+
+    def expand_stack(self, node: NodeSpec, inputs: list[Ref]) -> StackIR | None:
+        model = self.model
+        spec = model.stacks.get(node.stack)
+        if spec is None:
+            message, hint = unknown_name("stack", node.stack, model.stacks)
+            _add(self.col, node.where, message, hint=hint or "declare it under 'stacks:'")
+            return None
+        if len(inputs) != 1:
+            _add(self.col, node.where, "a stack node reads exactly one value (its carried stream's initial value)", expected="1 input", got=str(len(inputs)))
+            return None
+        carried = [n for n, st in spec.streams.items() if isinstance(st, dict) and st.get("carries") is True]
+        if len(carried) != 1:
+            _add(self.col, spec.where, "a stack needs exactly one carried stream (the residual)", expected="streams: {hidden: {carries: true}}", got=f"{len(carried)} carried streams")
+            return None
+        try:
+            repeat_expr = parse_dim_expr(spec.repeat, self.symbols)
+            layers = sympy.sympify(repeat_expr.xreplace({self.symbols[k]: sympy.Integer(v) for k, v in self.dims.items()}))
+        except ExprSyntaxError as exc:
+            _add(self.col, spec.where, f"stacks.{spec.name}.repeat: {exc}")
+            return None
+        if not layers.is_Integer or int(layers) <= 0:
+            missing = sorted(str(s) for s in layers.free_symbols)
+            _add(self.col, spec.where, f"stacks.{spec.name}.repeat must bind to a positive integer", got=str(layers), hint=f"bind {', '.join(missing)} under dims:" if missing else None)
+            return None
+        layers = int(layers)
+        schedule = self.schedule(spec, layers)
+        if schedule is None:
+            return None
+        stream_ref = Ref("stream", spec.name, carried[0])
+        outputs: dict[str, Ref] = {}
+        for template in dict.fromkeys(schedule):
+            fills = {**self.model.components, **self.model.templates[template]}
+            block = fills.get("block")
+            if block is None:
+                _add(self.col, self.model.templates_where[template], f"template '{template}' has no 'block' component", hint="add 'block: <component>' to the template or to the model's components")
+                continue
+            comp = self.component(block)
+            if comp is None:
+                continue
+            outs = self.expand_component(comp, f"{spec.name}/{template}/", f"{spec.path}.{{layer}}.", [stream_ref], fills, block.rename, spec.name, template, block.where)
+            if len(comp.outputs) == 1 and comp.outputs[0] in outs:
+                outputs[template] = outs[comp.outputs[0]]
+        return StackIR(spec, layers, repeat_expr, carried[0], inputs[0], schedule, outputs)
+
+    def schedule(self, spec: StackSpec, layers: int) -> list[str] | None:
+        templates = self.model.templates
+        raw = spec.schedule
+        where = spec.where
+        result: list[str | None] = [None] * layers
+        entries = [{"template": raw, "layers": f"0:{layers}"}] if isinstance(raw, str) else raw
+        if not isinstance(entries, list):
+            _add(self.col, where, "schedule must be a template name or a list of {template, layers}", got=type(raw).__name__)
+            return None
+        ok = True
+        for i, entry in enumerate(entries):
+            p = f"$.stacks.{spec.name}.schedule[{i}]"
+            if not isinstance(entry, dict) or set(entry) - {"template", "layers"} or "template" not in entry:
+                _add(self.col, where, f"{p}: expected {{template: NAME, layers: [i, …] | 'a:b'}}", got=str(entry))
+                ok = False
+                continue
+            tname = entry["template"]
+            if tname not in templates:
+                message, hint = unknown_name("template", str(tname), templates)
+                _add(self.col, where, f"{p}: {message}", hint=hint)
+                ok = False
+                continue
+            idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers)
+            if idx is None:
+                _add(self.col, where, f"{p}.layers: expected a list of layer indices or a slice 'a:b'", got=str(entry.get("layers")))
+                ok = False
+                continue
+            for layer in idx:
+                if not 0 <= layer < layers:
+                    _add(self.col, where, f"{p}: layer {layer} is outside 0..{layers - 1}")
+                    ok = False
+                elif result[layer] is not None:
+                    _add(self.col, where, f"{p}: layer {layer} is scheduled twice ({result[layer]} and {tname})")
+                    ok = False
+                else:
+                    result[layer] = tname
+        missing = [i for i, t in enumerate(result) if t is None]
+        if ok and missing:
+            _add(self.col, where, f"schedule of stack '{spec.name}' does not cover layers {_ranges(missing)}", hint="every layer needs exactly one template")
+            ok = False
+        unused = [t for t in templates if t not in result]
+        if ok and unused and len(self.model.stacks) == 1:
+            _add(self.col, self.model.templates_where[unused[0]], f"template '{unused[0]}' is declared but no layer uses it", hint="remove it or add it to the schedule")
+            ok = False
+        return result if ok else None  # type: ignore[return-value]
+
+
+def _layer_indices(raw: Any, layers: int) -> list[int] | None:
+    if isinstance(raw, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+        return list(raw)
+    if isinstance(raw, str) and raw.count(":") == 1:
+        a, b = raw.split(":")
+        try:
+            return list(range(layers))[slice(int(a) if a else None, int(b) if b else None)]
+        except ValueError:
+            return None
+    return None
+
+
+def _ranges(idx: list[int]) -> str:
+    return ", ".join(str(i) for i in idx[:8]) + (" …" if len(idx) > 8 else "")
+
+
+def _default_role(node: NodeSpec) -> str | None:
+    from archsql.evaluator.primitives.base import registry
+
+    prim = registry().get(node.op or "")
+    return prim.default_role if prim else None
+
+
+def expand(model: ModelSpec, library, dims: dict[str, int], phase: str, col: Collector) -> Program:
+    """SpecIR for one phase; issues go to ``col``."""
+    return _Expander(model, library, dims, phase, col).run()
+
+
+__all__ = ["IRNode", "Program", "Ref", "StackIR", "Issue", "did_you_mean", "expand"]

@@ -1,0 +1,148 @@
+"""Attention primitives: rope, attention_score, softmax, attention_apply.
+
+Queries are [B, s, heads, d]; keys/values written this step are [B, s, kv_heads, d] and
+the score runs against all ``c`` attended positions (cached + new), so scores are
+[B, heads, s, c].  With a causal mask, query i of the s new tokens (after p = c − s cached
+ones) sees p + i + 1 keys, so the exact number of (query, key) pairs is
+``s·c − s·(s−1)/2`` — ``s·(s+1)/2`` for a fresh prefill (c = s), ``c`` for one decode token.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from archsql.evaluator.dimmap import InputDim, NewDim, keep
+from archsql.evaluator.primitives.base import (
+    Ctx,
+    NodeShapeError,
+    Param,
+    Primitive,
+    _fmt,
+    expect_axis,
+    expect_rank,
+    numel,
+)
+from archsql.schema.expr import RUNTIME_SYMBOLS
+
+B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
+CONTEXT_AXIS_NAME = "c"
+
+
+def attended_pairs(causal: bool) -> sympy.Expr:
+    """(query, key) pairs per request per head."""
+    return S * C - S * (S - 1) / 2 if causal else S * C
+
+
+def _context_axis():
+    from archsql.evaluator.dimmap import Axis
+
+    return Axis(CONTEXT_AXIS_NAME, C, C)
+
+
+def _check_heads(ctx: Ctx) -> None:
+    h, kv = ctx.dim("heads").value, ctx.dim("kv_heads").value
+    if h.is_number and kv.is_number and (kv == 0 or h % kv != 0):
+        raise NodeShapeError(
+            "query heads must be a multiple of key/value heads",
+            expected=f"heads % kv_heads == 0 (heads={h})",
+            got=f"kv_heads={kv}",
+        )
+
+
+class Rope(Primitive):
+    """Rotary embedding on the first ``d_rot`` features of each head: x·cos + rot(x)·sin,
+    3 FLOPs per rotated element.  ``d_rot`` defaults to the whole head."""
+
+    shape_kind = "preserve"
+    params = {"d_rot": Param(default="@last", doc="rotated features per head (default: all)")}
+
+    def check(self, ctx: Ctx) -> None:
+        if len(ctx.ins[0]) < 2:
+            raise NodeShapeError("rope needs [..., heads, d_head]", expected="rank >= 2", got=_fmt(ctx.ins[0]))
+
+    def dimmap(self, ctx: Ctx):
+        return keep(0, len(ctx.ins[0]))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        shape = ctx.ins[0]
+        d_rot = shape[-1].expr if ctx.dims.get("d_rot") is None else ctx.e("d_rot")
+        return 3 * numel(shape) / shape[-1].expr * d_rot
+
+
+class AttentionScore(Primitive):
+    """q·kᵀ per head: q [B, s, heads, d], k [B, s, kv_heads, d] → scores [B, heads, s, c].
+    FLOPs 2·B·heads·d·pairs (GQA: each query head reads its group's key)."""
+
+    arity = 2
+    shape_kind = "explicit"
+    params = {
+        "heads": Param(doc="query heads"),
+        "kv_heads": Param(doc="key/value heads"),
+        "d_head": Param(doc="q/k head dim"),
+        "causal": Param("flag", 1, "1 = causal mask (decoder), 0 = bidirectional"),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 4, "attention_score query [B, s, heads, d]")
+        expect_rank(ctx, 1, 4, "attention_score key [B, s, kv_heads, d]")
+        expect_axis(ctx, 0, 2, ctx.dim("heads"), "query heads")
+        expect_axis(ctx, 1, 2, ctx.dim("kv_heads"), "key heads")
+        expect_axis(ctx, 0, 3, ctx.dim("d_head"), "query head dim")
+        expect_axis(ctx, 1, 3, ctx.dim("d_head"), "key head dim (must equal the query head dim)")
+        _check_heads(ctx)
+
+    def dimmap(self, ctx: Ctx):
+        return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), NewDim(_context_axis()))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"))
+
+
+class Softmax(Primitive):
+    """Normalized exponentials over the last axis: 5 FLOPs per element (max, subtract,
+    exp, sum, divide).  With ``causal: 1`` on scores [B, heads, s, c] only the unmasked
+    pairs count."""
+
+    shape_kind = "preserve"
+    params = {"causal": Param("flag", 0, "1 on causal attention scores")}
+
+    def check(self, ctx: Ctx) -> None:
+        if ctx.flag("causal"):
+            expect_rank(ctx, 0, 4, "causal softmax over scores [B, heads, s, c]")
+
+    def dimmap(self, ctx: Ctx):
+        return keep(0, len(ctx.ins[0]))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        shape = ctx.ins[0]
+        if ctx.flag("causal"):
+            return 5 * shape[0].expr * shape[1].expr * attended_pairs(True)
+        return 5 * numel(shape)
+
+
+class AttentionApply(Primitive):
+    """probs·v per head: probs [B, heads, s, c], v [B, s, kv_heads, d] → [B, s, heads, d].
+    FLOPs 2·B·heads·d·pairs."""
+
+    arity = 2
+    shape_kind = "explicit"
+    params = {
+        "heads": Param(doc="query heads"),
+        "kv_heads": Param(doc="key/value heads"),
+        "d_head": Param(doc="value head dim"),
+        "causal": Param("flag", 1),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 4, "attention_apply probs [B, heads, s, c]")
+        expect_rank(ctx, 1, 4, "attention_apply value [B, s, kv_heads, d]")
+        expect_axis(ctx, 0, 1, ctx.dim("heads"), "probability heads")
+        expect_axis(ctx, 1, 2, ctx.dim("kv_heads"), "value heads")
+        expect_axis(ctx, 1, 3, ctx.dim("d_head"), "value head dim")
+        _check_heads(ctx)
+
+    def dimmap(self, ctx: Ctx):
+        return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), InputDim(1, 3))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"))

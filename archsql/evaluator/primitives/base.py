@@ -1,0 +1,199 @@
+"""The primitive base class and registry.
+
+A primitive is one small declarative class carrying, together: its parameters, its shape
+rule (compiled to a DimMap), its weights, its FLOP formula and its instance multiplicity.
+Defining a subclass registers it under the snake_case of its class name (``RmsNorm`` →
+``rms_norm`` unless ``name`` is given).  All formulas are sympy expressions over the
+node's dims (symbols or bound numbers) and the runtime symbols B, s, c — one expression
+gives both the number and the display formula.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import sympy
+
+from archsql.errors import unknown_name
+from archsql.evaluator.dimmap import Axis, DimMap, apply_dimmap
+
+SHAPE_KINDS = (
+    "preserve",
+    "broadcast",
+    "axis_replace",
+    "axis_select",
+    "axis_concat",
+    "contract",
+    "permute",
+    "source",
+    "explicit",
+)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A node parameter under ``dims:``.
+
+    kind: ``dim`` (a dim expression), ``flag`` (expression bound to 0/1),
+    ``dims`` (list of dim expressions), ``ints`` (literal list of integers).
+    """
+
+    kind: str = "dim"
+    default: object = None  # None = required
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
+
+
+@dataclass(frozen=True)
+class WeightDecl:
+    tensor: str  # 'weight', 'bias', …
+    axes: tuple[Axis, ...]
+
+
+class NodeShapeError(ValueError):
+    """Raised inside a primitive; the walker adds the location."""
+
+    def __init__(self, message: str, expected: str | None = None, got: str | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.expected, self.got, self.hint = expected, got, hint
+
+
+@dataclass
+class Ctx:
+    """What a primitive sees of one node: its dims and its input shapes."""
+
+    dims: dict[str, object]  # param -> Axis (dim/flag), list[Axis] (dims), list[int] (ints)
+    ins: list[list[Axis]]
+    node: str = ""
+    out: list[Axis] = field(default_factory=list)
+
+    def dim(self, name: str) -> Axis:
+        return self.dims[name]  # type: ignore[return-value]
+
+    def e(self, name: str) -> sympy.Expr:
+        """Symbolic expression of a dim param."""
+        return self.dim(name).expr
+
+    def flag(self, name: str) -> bool:
+        value = self.dim(name).value
+        return bool(value)
+
+
+def numel(shape: Sequence[Axis]) -> sympy.Expr:
+    return sympy.Mul(*(a.expr for a in shape))
+
+
+def leading(shape: Sequence[Axis], n: int = 1) -> sympy.Expr:
+    """Product of all but the last ``n`` axes."""
+    return sympy.Mul(*(a.expr for a in shape[: len(shape) - n]))
+
+
+_REGISTRY: dict[str, type[Primitive]] = {}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class Primitive:
+    name: ClassVar[str]
+    arity: ClassVar[int | tuple[int, int]] = 1  # exact, or (min, max)
+    params: ClassVar[dict[str, Param]] = {}
+    shape_kind: ClassVar[str] = "explicit"
+    default_role: ClassVar[str | None] = None
+    doc: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("abstract", False):
+            return
+        cls.name = cls.__dict__.get("name", _snake(cls.__name__))
+        assert cls.shape_kind in SHAPE_KINDS, (cls, cls.shape_kind)
+        if cls.name in _REGISTRY:
+            raise RuntimeError(f"primitive '{cls.name}' registered twice ({_REGISTRY[cls.name]} and {cls})")
+        _REGISTRY[cls.name] = cls
+
+    # --- the rules (override) -------------------------------------------------------
+    def check(self, ctx: Ctx) -> None:
+        """Raise NodeShapeError when the inputs cannot be joined."""
+
+    def dimmap(self, ctx: Ctx) -> DimMap:
+        raise NotImplementedError
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        return []
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return sympy.Integer(0)
+
+    def copies(self, ctx: Ctx) -> sympy.Expr:
+        """Copies of this node per occurrence (routed experts: one per expert)."""
+        return sympy.Integer(1)
+
+    def active_copies(self, ctx: Ctx) -> sympy.Expr:
+        """Copies one token uses (routed experts: top_k)."""
+        return self.copies(ctx)
+
+    # --- derived ---------------------------------------------------------------------
+    def output_shape(self, ctx: Ctx) -> list[Axis]:
+        self.check(ctx)
+        return apply_dimmap(self.dimmap(ctx), ctx.ins)
+
+
+def registry() -> dict[str, type[Primitive]]:
+    # importing the families registers them
+    from archsql.evaluator.primitives import (  # noqa: F401
+        attention,
+        elementwise,
+        linear_like,
+        norms,
+        routing,
+        shape_ops,
+    )
+
+    return _REGISTRY
+
+
+def get_primitive(name: str) -> type[Primitive]:
+    reg = registry()
+    if name not in reg:
+        message, hint = unknown_name("op", name, reg)
+        raise KeyError(message, hint)
+    return reg[name]
+
+
+def expect_axis(ctx: Ctx, port: int, axis: int, want: Axis, what: str) -> None:
+    """Check that input ``port`` axis ``axis`` has the size of dim ``want``."""
+    shape = ctx.ins[port]
+    if not -len(shape) <= axis < len(shape):
+        raise NodeShapeError(
+            f"input {port} has rank {len(shape)}, no axis {axis} for {what}",
+            expected=f"rank > {axis if axis >= 0 else -axis - 1}",
+            got=_fmt(shape),
+        )
+    got = shape[axis]
+    if sympy.simplify(got.value - want.value) != 0:
+        raise NodeShapeError(
+            f"{what}: input {port} axis {axis} is {got.label}={got.value}, but the node declares {want.label}={want.value}",
+            expected=f"{want.label} = {want.value}",
+            got=f"{got.label} = {got.value}",
+            hint="check the producer of this input and the dims bound for this node",
+        )
+
+
+def expect_rank(ctx: Ctx, port: int, rank: int, what: str) -> None:
+    shape = ctx.ins[port]
+    if len(shape) != rank:
+        raise NodeShapeError(
+            f"{what}: input {port} must have rank {rank}", expected=f"rank {rank}", got=f"rank {len(shape)} {_fmt(shape)}"
+        )
+
+
+def _fmt(shape: Sequence[Axis]) -> str:
+    return "[" + ", ".join(f"{a.label}" for a in shape) + "]"

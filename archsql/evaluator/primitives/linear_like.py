@@ -1,0 +1,150 @@
+"""Contractions with weights: linear, embedding, lm_head, expert linear.
+
+A contraction's FLOPs are 2 × (product of all index sizes) of its einsum; a bias add is
+one FLOP per output element.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from archsql.evaluator.dimmap import NewDim, Singleton, keep
+from archsql.evaluator.primitives.base import (
+    Ctx,
+    Param,
+    Primitive,
+    WeightDecl,
+    expect_axis,
+    expect_rank,
+    leading,
+)
+
+
+class Linear(Primitive):
+    """y = x Wᵀ (+ b): ``...k,nk->...n``.  Weight [out, in] as stored by PyTorch."""
+
+    shape_kind = "contract"
+    params = {
+        "in": Param(doc="input features (contracted)"),
+        "out": Param(doc="output features"),
+        "bias": Param("flag", 0, "1 when the layer has a bias vector"),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        expect_axis(ctx, 0, -1, ctx.dim("in"), "linear input features")
+
+    def dimmap(self, ctx: Ctx):
+        rank = len(ctx.ins[0])
+        return (*keep(0, rank, rank - 1), NewDim(ctx.dim("out")))
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        out = [WeightDecl("weight", (ctx.dim("out"), ctx.dim("in")))]
+        if ctx.flag("bias"):
+            out.append(WeightDecl("bias", (ctx.dim("out"),)))
+        return out
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        m = leading(ctx.ins[0])
+        total = 2 * m * ctx.e("in") * ctx.e("out")
+        if ctx.flag("bias"):
+            total += m * ctx.e("out")
+        return total
+
+
+class Router(Linear):
+    """The MoE gate: a bias-free linear from the hidden size to expert logits."""
+
+    params = {"in": Param(doc="hidden size"), "out": Param(doc="number of experts (logits)"), "bias": Param("flag", 0)}
+
+
+class Embedding(Primitive):
+    """Token ids [B, s] → vectors [B, s, d]: a gather, no FLOPs.  Weight [vocab, d]."""
+
+    shape_kind = "source"
+    default_role = "embedding"
+    params = {"vocab": Param(doc="vocabulary size"), "d_model": Param(doc="embedding width")}
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 2, "embedding takes token ids [B, s]")
+
+    def dimmap(self, ctx: Ctx):
+        return (*keep(0, 2), NewDim(ctx.dim("d_model")))
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")))]
+
+
+class LmHead(Primitive):
+    """Logits for the last position of each request: [B, s, d] → [B, 1, vocab].
+
+    Serving engines compute logits only where a token is sampled, so prefill and decode
+    both cost 2·B·d·vocab.  ``tied: 1`` reuses the embedding matrix (no weight of its own).
+    """
+
+    shape_kind = "contract"
+    default_role = "lm_head"
+    params = {
+        "d_model": Param(doc="hidden size"),
+        "vocab": Param(doc="vocabulary size"),
+        "tied": Param("flag", 0, "1 when the weight is the embedding matrix"),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 3, "lm_head input [B, s, d]")
+        expect_axis(ctx, 0, -1, ctx.dim("d_model"), "lm_head input features")
+
+    def dimmap(self, ctx: Ctx):
+        return (*keep(0, 1), Singleton(), NewDim(ctx.dim("vocab")))
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        if ctx.flag("tied"):
+            return []
+        return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")))]
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return 2 * ctx.ins[0][0].expr * ctx.e("d_model") * ctx.e("vocab")
+
+
+class ExpertLinear(Primitive):
+    """One routed expert's linear over dispatched tokens [B, s, k, in] → [B, s, k, out].
+
+    The node stands for ``experts`` copies (one per expert, weight [out, in] each); a
+    token uses ``top_k`` of them.  Per copy it sees B·s·k/experts tokens (uniform
+    routing), so copies × per-copy FLOPs = 2·B·s·k·in·out.
+    """
+
+    shape_kind = "contract"
+    params = {
+        "in": Param(doc="input features"),
+        "out": Param(doc="output features"),
+        "experts": Param(doc="routed experts per layer"),
+        "top_k": Param(doc="experts each token is sent to"),
+        "bias": Param("flag", 0),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 4, "expert_linear takes dispatched tokens [B, s, top_k, in]")
+        expect_axis(ctx, 0, 2, ctx.dim("top_k"), "expert_linear dispatch axis")
+        expect_axis(ctx, 0, 3, ctx.dim("in"), "expert_linear input features")
+
+    def dimmap(self, ctx: Ctx):
+        return (*keep(0, 4, 3), NewDim(ctx.dim("out")))
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        out = [WeightDecl("weight", (ctx.dim("out"), ctx.dim("in")))]
+        if ctx.flag("bias"):
+            out.append(WeightDecl("bias", (ctx.dim("out"),)))
+        return out
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        tokens = leading(ctx.ins[0]) / ctx.e("experts")
+        total = 2 * tokens * ctx.e("in") * ctx.e("out")
+        if ctx.flag("bias"):
+            total += tokens * ctx.e("out")
+        return total
+
+    def copies(self, ctx: Ctx) -> sympy.Expr:
+        return ctx.e("experts")
+
+    def active_copies(self, ctx: Ctx) -> sympy.Expr:
+        return ctx.e("top_k")

@@ -1,0 +1,60 @@
+"""MoE routing: top-k selection, token dispatch to experts, weighted combine."""
+
+from __future__ import annotations
+
+import sympy
+
+from archsql.evaluator.dimmap import InputDim, NewDim, keep
+from archsql.evaluator.primitives.base import Ctx, Param, Primitive, expect_axis, expect_rank, leading, numel
+
+
+class Topk(Primitive):
+    """Select the k largest of the last axis (expert logits → routing weights/indices).
+    One compare per input element; renormalization of the k weights is included."""
+
+    shape_kind = "axis_replace"
+    params = {"k": Param(doc="selected entries")}
+
+    def dimmap(self, ctx: Ctx):
+        rank = len(ctx.ins[0])
+        return (*keep(0, rank, rank - 1), NewDim(ctx.dim("k")))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return numel(ctx.ins[0]) + 2 * leading(ctx.ins[0]) * ctx.e("k")
+
+
+class Dispatch(Primitive):
+    """Send each token to its top-k experts: x [B, s, d], routing [B, s, k] → [B, s, k, d].
+    Data movement only (an all-to-all under expert parallelism)."""
+
+    arity = 2
+    shape_kind = "explicit"
+    params = {"top_k": Param(doc="experts per token")}
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 3, "dispatch tokens [B, s, d]")
+        expect_rank(ctx, 1, 3, "dispatch routing [B, s, k]")
+        expect_axis(ctx, 1, 2, ctx.dim("top_k"), "dispatch routing")
+
+    def dimmap(self, ctx: Ctx):
+        return (InputDim(0, 0), InputDim(0, 1), NewDim(ctx.dim("top_k")), InputDim(0, 2))
+
+
+class Combine(Primitive):
+    """Weighted sum of the k expert outputs: y [B, s, k, d], routing [B, s, k] → [B, s, d].
+    2 FLOPs per expert-output element (scale, accumulate)."""
+
+    arity = 2
+    shape_kind = "explicit"
+    params = {"top_k": Param(doc="experts per token")}
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 4, "combine expert outputs [B, s, k, d]")
+        expect_axis(ctx, 0, 2, ctx.dim("top_k"), "combine expert axis")
+        expect_axis(ctx, 1, 2, ctx.dim("top_k"), "combine routing")
+
+    def dimmap(self, ctx: Ctx):
+        return (InputDim(0, 0), InputDim(0, 1), InputDim(0, 3))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return 2 * numel(ctx.ins[0])

@@ -1,0 +1,77 @@
+"""Formula as data: a bound sympy expression → canonical term rows, plus printers.
+
+A quantity bound to a model is a polynomial in the runtime symbols B, s, c with rational
+coefficients; each monomial becomes one row (coef, e_B, e_s, e_c), sorted so equal
+formulas give equal rows.  The same expression printed by :class:`DuckDBPrinter` is the
+SQL over workload columns; printed by :func:`display` it is the human formula.
+"""
+
+from __future__ import annotations
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from archsql.errors import EvaluationError
+from archsql.schema.expr import RUNTIME_SYMBOLS
+
+B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
+RUNTIME = (B, S, C)
+WORKLOAD_COLUMNS = {B: "batch", S: "new_tokens", C: "context"}
+
+
+def to_terms(expr: sympy.Expr) -> list[tuple[float, int, int, int]]:
+    """Rows (coef, e_B, e_s, e_c) of a dims-bound expression, canonically sorted."""
+    expr = sympy.expand(expr)
+    if expr == 0:
+        return []
+    extra = expr.free_symbols - set(RUNTIME)
+    if extra:
+        raise EvaluationError(f"expression {expr} still has unbound dims {sorted(map(str, extra))}")
+    poly = sympy.Poly(expr, *RUNTIME)
+    rows = [(float(coef), *map(int, monom)) for monom, coef in poly.terms() if coef != 0]
+    return sorted(rows, key=lambda r: (r[1], r[2], r[3], r[0]))
+
+
+def evaluate_terms(rows, batch: int, new_tokens: int, context: int) -> float:
+    return sum(coef * batch**b * new_tokens**s * context**c for coef, b, s, c in rows)
+
+
+class DuckDBPrinter(StrPrinter):
+    """Prints a bound expression as DuckDB SQL over the workloads columns."""
+
+    def _print_Symbol(self, expr):
+        return WORKLOAD_COLUMNS.get(expr, expr.name)
+
+    def _print_Rational(self, expr):
+        return f"({expr.p}.0/{expr.q})"
+
+    def _print_Pow(self, expr, rational=False):
+        base, exp = expr.as_base_exp()
+        if exp.is_Integer and exp > 0:
+            return "*".join([self.parenthesize(base, 100)] * int(exp))
+        return f"pow({self._print(base)}, {self._print(exp)})"
+
+    def _print_Min(self, expr):
+        return "least(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Max(self, expr):
+        return "greatest(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_ceiling(self, expr):
+        return f"ceil({self._print(expr.args[0])})"
+
+    def _print_floor(self, expr):
+        return f"floor({self._print(expr.args[0])})"
+
+
+_SQL = DuckDBPrinter({"order": "none"})
+
+
+def to_sql(expr: sympy.Expr) -> str:
+    return _SQL.doprint(sympy.expand(expr))
+
+
+def display(expr: sympy.Expr) -> str:
+    """Human formula: factored where it reads better, '·' for products."""
+    expr = sympy.factor_terms(expr)
+    return sympy.sstr(expr, order="grlex").replace("**", "^").replace("*", "·")

@@ -1,0 +1,157 @@
+"""infer_shapes: one walk over a Program that decides every per-node fact.
+
+For each node: its output shape (through the primitive's DimMap), its FLOP expression,
+its weights, and its copies (routed experts).  All expressions stay symbolic in model
+dims and runtime symbols; ``Axis.value`` carries the dims-bound form.  Shape errors are
+collected with the node's location; nodes downstream of a failed node are skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from archsql.errors import Issue
+from archsql.evaluator.dimmap import Axis
+from archsql.evaluator.expand import IRNode, Program, Ref
+from archsql.evaluator.primitives.base import Ctx, NodeShapeError, WeightDecl, get_primitive
+from archsql.schema.checks import Collector
+from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
+from archsql.schema.validate import _add, dim_symbols
+
+MODEL_INPUT_SHAPES = {"input_ids": ("B", "s")}
+
+
+@dataclass
+class NodeResult:
+    node: IRNode
+    ins: list[list[Axis]]
+    shape: list[Axis]
+    flops: sympy.Expr  # per copy, symbolic in dims and runtime symbols
+    weights: list[WeightDecl]
+    copies: sympy.Expr
+    active_copies: sympy.Expr
+
+
+@dataclass
+class Walk:
+    program: Program
+    results: dict[str, NodeResult]
+    binding: dict[sympy.Symbol, sympy.Integer]
+    stack_shapes: dict[str, list[Axis]]
+
+    def bind(self, expr: sympy.Expr) -> sympy.Expr:
+        return sympy.expand(expr.xreplace(self.binding))
+
+
+def _runtime_axis(name: str) -> Axis:
+    sym = RUNTIME_SYMBOLS[name]
+    return Axis(name, sym, sym)
+
+
+def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Walk:
+    symbols = dim_symbols(library.dims)
+    binding = {symbols[k]: sympy.Integer(v) for k, v in dims.items()}
+    results: dict[str, NodeResult] = {}
+    stack_shapes: dict[str, list[Axis]] = {}
+    unbound: dict[str, list[str]] = {}
+
+    def axis_of(raw, where) -> Axis | None:
+        try:
+            expr = parse_dim_expr(raw, symbols)
+        except ExprSyntaxError as exc:
+            _add(col, where, str(exc))
+            return None
+        value = expr.xreplace(binding)
+        missing = [str(s) for s in value.free_symbols if str(s) not in RUNTIME_SYMBOLS]
+        if missing:
+            for m in missing:
+                unbound.setdefault(m, []).append(where.path)
+            return None
+        return Axis(str(raw), expr, value)
+
+    def shape_of(ref: Ref, node: IRNode) -> list[Axis] | None:
+        if ref.kind == "input":
+            axes = MODEL_INPUT_SHAPES.get(ref.name)
+            if axes is None:
+                _add(col, node.where, f"model input '{ref.name}' has no known shape", hint=f"known inputs: {', '.join(MODEL_INPUT_SHAPES)}")
+                return None
+            return [_runtime_axis(a) for a in axes]
+        if ref.kind == "node":
+            res = results.get(ref.name)
+            return res.shape if res else None
+        st = program.stacks[ref.name]
+        if node.stack == ref.name:  # inside the stack: the stream's value entering a layer
+            return stack_shapes.get(f"{ref.name}:in") or _stack_input(st, node)
+        return _stack_output(ref.name)
+
+    def _stack_input(st, node) -> list[Axis] | None:
+        shape = shape_of(st.input, node)
+        if shape is not None:
+            stack_shapes[f"{st.spec.name}:in"] = shape
+        return shape
+
+    def _stack_output(name: str) -> list[Axis] | None:
+        st = program.stacks[name]
+        shape_in = stack_shapes.get(f"{name}:in")
+        if shape_in is None:
+            return None
+        for template, ref in st.outputs.items():
+            res = results.get(ref.name)
+            if res is None:
+                return None
+            if [a.value for a in res.shape] != [a.value for a in shape_in]:
+                _add(col, st.spec.where, f"the carried stream '{st.stream}' changes shape across a layer of template '{template}'",
+                     expected="[" + ", ".join(a.label for a in shape_in) + "]",
+                     got="[" + ", ".join(a.label for a in res.shape) + "]",
+                     hint="a block's output must have the shape of its input; check the block's last node")
+                return None
+        stack_shapes[name] = shape_in
+        return shape_in
+
+    for node in program.nodes:
+        prim_cls = get_primitive(node.op)
+        prim = prim_cls()
+        ins = [shape_of(r, node) for r in node.inputs]
+        if any(s is None for s in ins):
+            continue
+        ctx_dims: dict[str, object] = {}
+        ok = True
+        for pname, param in prim_cls.params.items():
+            raw = node.dims.get(pname, param.default)
+            where = node.dims_where.get(pname, node.where)
+            if param.kind == "ints":
+                ctx_dims[pname] = list(raw)
+            elif param.kind == "dims":
+                axes = [axis_of(r, where) for r in raw]
+                ok &= all(a is not None for a in axes)
+                ctx_dims[pname] = axes
+            elif isinstance(raw, str) and raw.startswith("@"):
+                ctx_dims[pname] = None
+            else:
+                axis = axis_of(raw, where)
+                ok &= axis is not None
+                ctx_dims[pname] = axis
+        if not ok:
+            continue
+        ctx = Ctx(ctx_dims, ins, node.uid)  # type: ignore[arg-type]
+        try:
+            shape = prim.output_shape(ctx)
+        except NodeShapeError as exc:
+            col.issues.append(Issue(f"node '{node.uid}' ({node.op}): {exc}", file=node.where.file, line=node.where.line,
+                                    column=node.where.column, path=node.where.path, expected=exc.expected, got=exc.got, hint=exc.hint))
+            continue
+        ctx.out = shape
+        results[node.uid] = NodeResult(node, ins, shape, sympy.sympify(prim.flops(ctx)), prim.weights(ctx), sympy.sympify(prim.copies(ctx)), sympy.sympify(prim.active_copies(ctx)))
+    for ref in program.outputs.values():
+        if ref.kind == "stream":
+            _stack_output(ref.name)
+    if unbound:
+        model = program.model
+        for dim, paths in sorted(unbound.items()):
+            col.issues.append(Issue(
+                f"dim '{dim}' is used but not bound by model '{model.name}' (used at {', '.join(sorted(set(paths))[:3])})",
+                file=model.file, line=model.where["dims"].line if "dims" in model.where else None, path="$.dims",
+                hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted"))
+    return Walk(program, results, binding, stack_shapes)

@@ -1,0 +1,361 @@
+"""Spec files as typed objects: the dims table, the roles registry, components, models.
+
+Parsing is closed and collects every issue of a file before raising one SpecError.
+Cross-file references (components used by a model, ops, dims, roles) are checked by
+``archsql.schema.validate``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archsql.errors import SpecError
+from archsql.schema.checks import Collector, type_name
+from archsql.schema.yamlsrc import LocDict, load_yaml
+
+NODE_KEYS = ("op", "slot", "stack", "in", "dims", "weight_axes", "path", "role", "doc")
+COMPONENT_KEYS = ("component", "role", "doc", "inputs", "slots", "cache", "decode_variant", "graph", "outputs")
+MODEL_KEYS = ("model", "hf_id", "config", "doc", "dims", "components", "templates", "stacks", "inputs", "graph", "outputs")
+STACK_KEYS = ("repeat", "path", "streams", "schedule")
+STREAM_KEYS = ("carries",)
+SLOT_FILL_KEYS = ("component", "path", "rename")
+CACHE_KEYS = ("family", "entries")
+CACHE_ENTRY_KEYS = ("node", "kind", "growth")
+CACHE_GROWTHS = ("per_token",)
+DIMS_ENTRY_KEYS = ("kind", "shardable_by", "doc")
+DIM_KINDS = ("hidden", "layers", "head_count", "head_dim", "ffn", "expert_count", "count", "vocab", "context", "flag", "whole")
+ROLE_KEYS = ("doc", "container")
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a value was written."""
+
+    file: str
+    line: int | None
+    column: int | None
+    path: str
+
+
+def _where(file: str, obj: Any, key: str | None, path: str) -> Where:
+    if isinstance(obj, LocDict) and key is not None:
+        line, col = obj.key_pos(key)
+    else:
+        line, col = getattr(obj, "line", None), getattr(obj, "column", None)
+    return Where(file, line, col, path)
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    where: Where
+    op: str | None = None
+    slot: str | None = None
+    stack: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    dims: dict[str, Any] = field(default_factory=dict)
+    dims_where: dict[str, Where] = field(default_factory=dict)
+    weight_axes: Any = None
+    path: str | None = None
+    role: str | None = None
+
+
+@dataclass
+class CacheEntry:
+    node: str
+    kind: str
+    growth: str
+    where: Where
+
+
+@dataclass
+class ComponentSpec:
+    name: str
+    file: str
+    role: str
+    inputs: list[str]
+    graph: dict[str, NodeSpec]
+    outputs: list[str]
+    slots: dict[str, list[str]] = field(default_factory=dict)  # slot -> accepted roles
+    cache_family: str | None = None
+    cache: list[CacheEntry] = field(default_factory=list)
+    decode_variant: str | None = None
+    doc: str = ""
+    where: dict[str, Where] = field(default_factory=dict)  # top-level key -> where
+
+
+@dataclass
+class SlotFill:
+    component: str
+    path: str | None
+    rename: dict[str, str]
+    where: Where
+
+
+@dataclass
+class StackSpec:
+    name: str
+    repeat: Any
+    path: str
+    streams: dict[str, dict]
+    schedule: Any
+    where: Where
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    file: str
+    hf_id: str
+    config_file: str
+    dims: dict[str, Any]
+    dims_where: dict[str, Where]
+    components: dict[str, SlotFill]
+    templates: dict[str, dict[str, SlotFill]]
+    templates_where: dict[str, Where]
+    stacks: dict[str, StackSpec]
+    inputs: list[str]
+    graph: dict[str, NodeSpec]
+    outputs: list[str]
+    doc: str = ""
+    where: dict[str, Where] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _str_list(col: Collector, obj: LocDict, key: str, path: str) -> list[str]:
+    value = obj.get(key)
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    col.add(obj, key, f"{path}.{key}", f"'{key}' must be a name or a list of names", expected="string or list of strings", got=type_name(value), value=True)
+    return []
+
+
+def _parse_graph(col: Collector, obj: Any, path: str, allow_slot: bool, allow_stack: bool) -> dict[str, NodeSpec]:
+    if not isinstance(obj, dict) or not obj:
+        col.add(obj, None, path, "graph must be a non-empty mapping of node name → node", expected="mapping", got=type_name(obj))
+        return {}
+    nodes: dict[str, NodeSpec] = {}
+    for name, raw in obj.items():
+        npath = f"{path}.{name}"
+        where = _where(col.file, obj, name, npath)
+        if not isinstance(name, str) or not name.replace("_", "a").isalnum():
+            col.add(obj, name, npath, f"node name {name!r} must be an identifier", hint="use letters, digits and '_'")
+            continue
+        if not col.keys(raw, npath, NODE_KEYS):
+            continue
+        node = NodeSpec(name=name, where=where)
+        kinds = [k for k in ("op", "slot", "stack") if k in raw]
+        if len(kinds) != 1:
+            col.add(raw, None, npath, "a node needs exactly one of 'op', 'slot', 'stack'", expected="one of op/slot/stack", got=", ".join(kinds) or "none")
+        for k in kinds:
+            if col.type(raw, k, npath, (str,), "a name"):
+                setattr(node, k, raw[k])
+        if node.slot and not allow_slot:
+            col.add(raw, "slot", f"{npath}.slot", "'slot:' nodes are only allowed in components with role 'block'", hint="declare the component's role as block and list the slot under 'slots:'")
+        if node.stack and not allow_stack:
+            col.add(raw, "stack", f"{npath}.stack", "'stack:' nodes are only allowed in model graphs")
+        if "in" in raw:
+            node.inputs = _str_list(col, raw, "in", npath)
+        if "dims" in raw:
+            dims = raw["dims"]
+            if isinstance(dims, dict):
+                node.dims = dict(dims)
+                node.dims_where = {k: _where(col.file, dims, k, f"{npath}.dims.{k}") for k in dims}
+            else:
+                col.add(raw, "dims", f"{npath}.dims", "dims must be a mapping of parameter → dim expression", expected="mapping", got=type_name(dims), value=True)
+        for k in ("path", "role"):
+            if k in raw and col.type(raw, k, npath, (str,), "a string"):
+                setattr(node, k, raw[k])
+        node.weight_axes = raw.get("weight_axes")
+        if node.weight_axes is not None and not isinstance(node.weight_axes, list):
+            col.add(raw, "weight_axes", f"{npath}.weight_axes", "weight_axes must be a list (one entry per weight axis)", expected="list", got=type_name(node.weight_axes), value=True)
+        nodes[name] = node
+    return nodes
+
+
+# --------------------------------------------------------------------------- registries
+
+
+def load_dims_table(path: Path) -> dict[str, dict]:
+    data = load_yaml(path)
+    col = Collector(str(path))
+    out: dict[str, dict] = {}
+    if col.keys(data, "$", data.keys() if isinstance(data, dict) else (), what="dim"):
+        for name, entry in data.items():
+            p = f"$.{name}"
+            if col.keys(entry, p, DIMS_ENTRY_KEYS, ("kind",), what="dim field"):
+                if entry.get("kind") not in DIM_KINDS:
+                    col.add(entry, "kind", f"{p}.kind", f"unknown dim kind {entry.get('kind')!r}", expected=" | ".join(DIM_KINDS), got=type_name(entry.get("kind")), value=True)
+                out[name] = {"kind": entry.get("kind"), "shardable_by": list(entry.get("shardable_by") or []), "doc": entry.get("doc", "")}
+    if col.issues:
+        raise SpecError(issues=col.issues)
+    return out
+
+
+def load_roles(path: Path) -> dict[str, dict]:
+    data = load_yaml(path)
+    col = Collector(str(path))
+    out: dict[str, dict] = {}
+    if col.keys(data, "$", data.keys() if isinstance(data, dict) else (), what="role"):
+        for name, entry in data.items():
+            if col.keys(entry, f"$.{name}", ROLE_KEYS, what="role field"):
+                out[name] = {"doc": entry.get("doc", ""), "container": bool(entry.get("container", False))}
+    if col.issues:
+        raise SpecError(issues=col.issues)
+    return out
+
+
+# --------------------------------------------------------------------------- components
+
+
+def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec | None, Collector]:
+    data = load_yaml(path) if data is None else data
+    col = Collector(str(path))
+    if not col.keys(data, "$", COMPONENT_KEYS, ("component", "role", "inputs", "graph", "outputs")):
+        return None, col
+    name = data.get("component")
+    if isinstance(name, str) and name != path.stem:
+        col.add(data, "component", "$.component", "component name must equal the file name", expected=path.stem, got=name, value=True)
+    role = data.get("role") if isinstance(data.get("role"), str) else ""
+    if "role" in data:
+        col.type(data, "role", "$", (str,), "a role name")
+    slots: dict[str, str] = {}
+    if "slots" in data:
+        raw_slots = data["slots"]
+        if isinstance(raw_slots, dict) and all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(r, str) for r in v)) for v in raw_slots.values()):
+            slots = {k: [v] if isinstance(v, str) else list(v) for k, v in raw_slots.items()}
+        else:
+            col.add(data, "slots", "$.slots", "slots must map slot name → role (or list of roles)", expected="mapping of strings", got=type_name(raw_slots), value=True)
+    graph = _parse_graph(col, data.get("graph"), "$.graph", allow_slot=True, allow_stack=False)
+    spec = ComponentSpec(
+        name=path.stem,
+        file=str(path),
+        role=role,
+        inputs=_str_list(col, data, "inputs", "$") if "inputs" in data else [],
+        graph=graph,
+        outputs=_str_list(col, data, "outputs", "$") if "outputs" in data else [],
+        slots=slots,
+        doc=str(data.get("doc", "")),
+        where={k: _where(str(path), data, k, f"$.{k}") for k in data},
+    )
+    if "decode_variant" in data and col.type(data, "decode_variant", "$", (str,), "a component name"):
+        spec.decode_variant = data["decode_variant"]
+    if "cache" in data:
+        cache = data["cache"]
+        if col.keys(cache, "$.cache", CACHE_KEYS, ("entries",)):
+            spec.cache_family = str(cache.get("family", "kv"))
+            entries = cache.get("entries")
+            if not isinstance(entries, list):
+                col.add(cache, "entries", "$.cache.entries", "cache entries must be a list", expected="list", got=type_name(entries), value=True)
+                entries = []
+            for i, entry in enumerate(entries):
+                p = f"$.cache.entries[{i}]"
+                if col.keys(entry, p, CACHE_ENTRY_KEYS, ("node", "kind")):
+                    growth = entry.get("growth", "per_token")
+                    if growth not in CACHE_GROWTHS:
+                        col.add(entry, "growth", f"{p}.growth", f"unknown cache growth {growth!r}", expected=" | ".join(CACHE_GROWTHS), got=type_name(growth), value=True)
+                    spec.cache.append(CacheEntry(str(entry.get("node")), str(entry.get("kind")), growth, _where(str(path), entry, None, p)))
+    return spec, col
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _slot_fill(col: Collector, obj: Any, key: str, path: str) -> SlotFill | None:
+    raw = obj[key]
+    where = _where(col.file, obj, key, path)
+    if isinstance(raw, str):
+        return SlotFill(raw, None, {}, where)
+    if col.keys(raw, path, SLOT_FILL_KEYS, ("component",)):
+        rename = raw.get("rename") or {}
+        if not isinstance(rename, dict):
+            col.add(raw, "rename", f"{path}.rename", "rename maps path segment → checkpoint segment", expected="mapping", got=type_name(rename), value=True)
+            rename = {}
+        return SlotFill(str(raw.get("component")), raw.get("path"), {str(k): str(v) for k, v in rename.items()}, where)
+    return None
+
+
+def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, Collector]:
+    data = load_yaml(path) if data is None else data
+    col = Collector(str(path))
+    if not col.keys(data, "$", MODEL_KEYS, ("model", "config", "dims", "templates", "graph", "outputs")):
+        return None, col
+    for k in ("model", "config"):
+        col.type(data, k, "$", (str,), "a string")
+    dims = data.get("dims")
+    if not isinstance(dims, dict):
+        col.add(data, "dims", "$.dims", "dims must map dim → binding", expected="mapping", got=type_name(dims), value=True)
+        dims = {}
+    components: dict[str, SlotFill] = {}
+    if isinstance(data.get("components"), dict):
+        for slot in data["components"]:
+            fill = _slot_fill(col, data["components"], slot, f"$.components.{slot}")
+            if fill:
+                components[slot] = fill
+    elif "components" in data:
+        col.add(data, "components", "$.components", "components must map slot → component", expected="mapping", got=type_name(data["components"]), value=True)
+    templates: dict[str, dict[str, SlotFill]] = {}
+    templates_where: dict[str, Where] = {}
+    raw_templates = data.get("templates")
+    if isinstance(raw_templates, dict) and raw_templates:
+        for tname, raw in raw_templates.items():
+            tpath = f"$.templates.{tname}"
+            templates_where[tname] = _where(col.file, raw_templates, tname, tpath)
+            raw = raw if raw is not None else {}
+            if not isinstance(raw, dict):
+                col.add(raw_templates, tname, tpath, "a template maps slot → component", expected="mapping", got=type_name(raw), value=True)
+                continue
+            fills = {}
+            for slot in raw:
+                fill = _slot_fill(col, raw, slot, f"{tpath}.{slot}")
+                if fill:
+                    fills[slot] = fill
+            templates[tname] = fills
+    else:
+        col.add(data, "templates", "$.templates", "templates must be a non-empty mapping", expected="mapping", got=type_name(raw_templates), value=True)
+    stacks: dict[str, StackSpec] = {}
+    raw_stacks = data.get("stacks") or {}
+    if not isinstance(raw_stacks, dict):
+        col.add(data, "stacks", "$.stacks", "stacks must be a mapping", expected="mapping", got=type_name(raw_stacks), value=True)
+        raw_stacks = {}
+    for sname, raw in raw_stacks.items():
+        spath = f"$.stacks.{sname}"
+        if not col.keys(raw, spath, STACK_KEYS, ("repeat", "streams", "schedule")):
+            continue
+        streams = raw.get("streams")
+        if col.keys(streams, f"{spath}.streams", streams.keys() if isinstance(streams, dict) else (), what="stream"):
+            for stname, st in streams.items():
+                col.keys(st, f"{spath}.streams.{stname}", STREAM_KEYS, what="stream field")
+        stacks[sname] = StackSpec(
+            name=sname,
+            repeat=raw.get("repeat"),
+            path=str(raw.get("path", sname)),
+            streams=dict(streams) if isinstance(streams, dict) else {},
+            schedule=raw.get("schedule"),
+            where=_where(col.file, raw_stacks, sname, spath),
+        )
+    graph = _parse_graph(col, data.get("graph"), "$.graph", allow_slot=False, allow_stack=True)
+    spec = ModelSpec(
+        name=str(data.get("model")),
+        file=str(path),
+        hf_id=str(data.get("hf_id", data.get("model"))),
+        config_file=str(data.get("config")),
+        dims=dict(dims),
+        dims_where={k: _where(col.file, dims, k, f"$.dims.{k}") for k in dims},
+        components=components,
+        templates=templates,
+        templates_where=templates_where,
+        stacks=stacks,
+        inputs=_str_list(col, data, "inputs", "$") if "inputs" in data else ["input_ids"],
+        graph=graph,
+        outputs=_str_list(col, data, "outputs", "$") if "outputs" in data else [],
+        doc=str(data.get("doc", "")),
+        where={k: _where(col.file, data, k, f"$.{k}") for k in data},
+    )
+    return spec, col

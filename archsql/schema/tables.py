@@ -1,0 +1,148 @@
+"""Arrow schemas of the evaluated tables and the parameter tables.
+
+This module is the contract between the evaluator (which fills these tables once per
+model) and the SQL views (which derive everything else).  Only facts decided during the
+walk are stored; bytes, totals, per-workload numbers are views.
+
+Keys: ``model`` (catalog name) + ``uid`` (node uid, unique within a model across phases;
+a node present in both phases has the same uid in both).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+PHASES = ("prefill", "decode")
+
+TABLES: dict[str, pa.Schema] = {
+    # one row per model in the store
+    "models": pa.schema(
+        [
+            ("model", pa.string()),  # catalog name, e.g. Meta-Llama-3.1-8B
+            ("hf_id", pa.string()),  # Hugging Face repo id the config came from
+            ("spec_file", pa.string()),
+            ("config_file", pa.string()),
+            ("spec_sha256", pa.string()),  # of spec + config, for reproducibility
+        ]
+    ),
+    # every bound model dim: value and the binding it came from
+    "dims": pa.schema(
+        [
+            ("model", pa.string()),
+            ("dim", pa.string()),
+            ("value", pa.int64()),
+            ("binding", pa.string()),  # e.g. "config.hidden_size"
+            ("kind", pa.string()),  # from the global dims table
+        ]
+    ),
+    # which block template each layer of each stack uses
+    "layer_schedule": pa.schema(
+        [("model", pa.string()), ("stack", pa.string()), ("layer", pa.int32()), ("template", pa.string())]
+    ),
+    "nodes": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),  # prefill | decode
+            ("uid", pa.string()),
+            ("stack", pa.string()),  # null outside repeated stacks
+            ("template", pa.string()),  # block template, null outside stacks
+            ("path", pa.string()),  # module path, e.g. model.layers.{layer}.self_attn.q_proj
+            ("op", pa.string()),  # primitive name
+            ("role", pa.string()),  # roles registry
+            ("component", pa.string()),  # innermost component that declared the node
+        ]
+    ),
+    "edges": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),
+            ("src_uid", pa.string()),  # null for a model input (e.g. input_ids)
+            ("dst_uid", pa.string()),
+            ("port", pa.int32()),  # input position at dst
+            ("stream", pa.string()),  # e.g. 'hidden' when the edge crosses layers; else null
+        ]
+    ),
+    # one row per output axis of every node
+    "shapes": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),
+            ("uid", pa.string()),
+            ("axis", pa.int32()),
+            ("dim", pa.string()),  # display expression, e.g. "n_heads*d_head" or "B"
+            ("size", pa.int64()),  # bound size; null for runtime symbols
+            ("symbol", pa.string()),  # runtime symbol (B, s, c) when the axis is one; else null
+        ]
+    ),
+    # per-instance quantities as sums of terms: coef * B^e_B * s^e_s * c^e_c
+    "terms": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),
+            ("uid", pa.string()),
+            ("quantity", pa.string()),  # 'flops'
+            ("coef", pa.float64()),
+            ("e_B", pa.int8()),
+            ("e_s", pa.int8()),
+            ("e_c", pa.int8()),
+        ]
+    ),
+    # display forms of the same sympy expressions the terms came from
+    "formulas": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),
+            ("uid", pa.string()),
+            ("quantity", pa.string()),
+            ("symbolic", pa.string()),  # in model dims and runtime symbols
+            ("bound", pa.string()),  # model dims bound, runtime symbols kept
+            ("sql", pa.string()),  # bound, printed as DuckDB SQL over workload columns
+        ]
+    ),
+    # logical elements of every weight tensor of one node instance (phase-independent)
+    "weights": pa.schema(
+        [
+            ("model", pa.string()),
+            ("uid", pa.string()),
+            ("tensor", pa.string()),  # 'weight' | 'bias' | ...
+            ("name", pa.string()),  # checkpoint-style name with {layer}/{expert} placeholders
+            ("shape", pa.list_(pa.int64())),
+            ("elements", pa.int64()),
+        ]
+    ),
+    # copies of each node in the model (phase-independent).  Routed experts: one copy per
+    # expert per layer; active_count = copies a single token uses (count * top_k / experts).
+    "instances": pa.schema(
+        [("model", pa.string()), ("uid", pa.string()), ("count", pa.int64()), ("active_count", pa.int64())]
+    ),
+    # declared caches: what decode keeps across steps, per instance
+    "caches": pa.schema(
+        [
+            ("model", pa.string()),
+            ("uid", pa.string()),  # the node whose output is cached
+            ("cache", pa.string()),  # cache family / name, e.g. 'kv'
+            ("kind", pa.string()),  # key | value | ...
+            ("growth", pa.string()),  # per_token
+            ("elements_per_token", pa.int64()),  # per request, per instance
+        ]
+    ),
+}
+
+# Parameter tables: what users ask about.  Written by `archsql build`, editable by users.
+PARAMETER_TABLES: dict[str, pa.Schema] = {
+    "workloads": pa.schema(
+        [
+            ("workload", pa.string()),
+            ("phase", pa.string()),
+            ("batch", pa.int64()),  # B: requests in the step
+            ("new_tokens", pa.int64()),  # s: tokens computed per request this step
+            ("context", pa.int64()),  # c: tokens attended after the step (cached + new)
+        ]
+    ),
+    "dtypes": pa.schema([("dtype", pa.string()), ("bytes", pa.float64()), ("description", pa.string())]),
+}
+
+
+def empty(name: str) -> pa.Table:
+    schema = TABLES.get(name) or PARAMETER_TABLES[name]
+    return schema.empty_table()

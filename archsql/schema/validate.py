@@ -1,0 +1,210 @@
+"""Cross-reference checks of components and models (ops, params, dims, roles, edges,
+cycles, slots, caches, config keys).  Each check adds located issues to a Collector."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from archsql.errors import did_you_mean, unknown_name
+from archsql.schema.checks import Collector, type_name
+from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, eval_binding, expr_names, parse_dim_expr
+from archsql.schema.spec import ComponentSpec, ModelSpec, NodeSpec, Where
+
+
+def _add(col: Collector, where: Where, message: str, **kw) -> None:
+    from archsql.errors import Issue
+
+    col.issues.append(Issue(message, file=where.file, line=where.line, column=where.column, path=where.path, **kw))
+
+
+def dim_symbols(dims_table: Mapping[str, dict]) -> dict[str, sympy.Symbol]:
+    syms = {name: sympy.Symbol(name, positive=True, integer=True) for name in dims_table}
+    syms.update(RUNTIME_SYMBOLS)
+    return syms
+
+
+def check_node_params(col: Collector, node: NodeSpec, prim: type, dims_table: Mapping[str, dict]) -> None:
+    """Closed params of a primitive node; every dim expression names known dims."""
+    params = prim.params
+    symbols = dim_symbols(dims_table)
+    for key, raw in node.dims.items():
+        where = node.dims_where[key]
+        if key not in params:
+            hint = did_you_mean(key, params) or (f"{prim.name} takes: {', '.join(params)}" if params else f"{prim.name} takes no dims")
+            _add(col, where, f"unknown parameter '{key}' for op '{prim.name}'", hint=hint)
+            continue
+        kind = params[key].kind
+        if kind == "ints":
+            if not (isinstance(raw, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in raw)):
+                _add(col, where, f"'{key}' must be a list of integers", expected="list of integers", got=type_name(raw))
+            continue
+        exprs = raw if kind == "dims" else [raw]
+        if kind == "dims" and not isinstance(raw, list):
+            _add(col, where, f"'{key}' must be a list of dim expressions", expected="list", got=type_name(raw))
+            continue
+        for text in exprs:
+            try:
+                parse_dim_expr(text, symbols)
+            except ExprSyntaxError as exc:
+                name_hint = None
+                if isinstance(text, str):
+                    unknown = [n for n in expr_names(text) if n not in symbols] if _parses(text) else []
+                    if unknown:
+                        name_hint = did_you_mean(unknown[0], symbols) or "declare new dims in archsql/specs/dims.yaml"
+                _add(col, where, str(exc).split(";")[0], expected="a dim expression over declared dims", got=type_name(text), hint=name_hint)
+    for key, param in params.items():
+        if param.required and key not in node.dims:
+            _add(col, node.where, f"op '{prim.name}' needs parameter '{key}' ({param.doc})", hint=f"add '{key}: <dim expression>' under {node.where.path}.dims")
+
+
+def _parses(text: str) -> bool:
+    try:
+        expr_names(text)
+        return True
+    except ExprSyntaxError:
+        return False
+
+
+def check_graph(col: Collector, graph: Mapping[str, NodeSpec], inputs: list[str], outputs: list[str], where_outputs: Where | None, where_root: Where) -> list[str]:
+    """Dangling ``in:`` references, unknown outputs and cycles.  Returns a topological order."""
+    known = set(graph) | set(inputs)
+    for node in graph.values():
+        for ref in node.inputs:
+            if ref not in known:
+                hint = did_you_mean(ref, known) or f"known names here: {', '.join(sorted(known))}"
+                _add(col, node.where, f"node '{node.name}' reads '{ref}', which is neither a node nor an input", hint=hint)
+    for name in inputs:
+        if name in graph:
+            _add(col, where_root, f"'{name}' is both an input and a node", hint="rename the node")
+    for out in outputs:
+        if out not in graph:
+            _add(col, where_outputs or where_root, f"output '{out}' is not a node", hint=did_you_mean(out, graph) or "list node names under outputs")
+    # Kahn's algorithm
+    indeg = {n: sum(1 for r in graph[n].inputs if r in graph) for n in graph}
+    users: dict[str, list[str]] = {n: [] for n in graph}
+    for n, node in graph.items():
+        for r in node.inputs:
+            if r in graph:
+                users[r].append(n)
+    order = [n for n in graph if indeg[n] == 0]
+    i = 0
+    while i < len(order):
+        for u in users[order[i]]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                order.append(u)
+        i += 1
+    if len(order) < len(graph):
+        stuck = [n for n in graph if n not in order]
+        cycle = _find_cycle(graph, stuck)
+        _add(col, graph[cycle[0]].where, "cycle in graph: " + " → ".join([*cycle, cycle[0]]), hint="a node cannot depend on its own output; cross-layer values go through a stack stream")
+        order += stuck
+    return order
+
+
+def _find_cycle(graph: Mapping[str, NodeSpec], stuck: list[str]) -> list[str]:
+    stuck_set = set(stuck)
+    node = stuck[0]
+    seen: list[str] = []
+    while node not in seen:
+        seen.append(node)
+        node = next(r for r in graph[node].inputs if r in stuck_set)
+    return seen[seen.index(node):]
+
+
+def check_component(col: Collector, comp: ComponentSpec, library) -> None:
+    from archsql.evaluator.primitives.base import registry
+
+    prims = registry()
+    roles = library.roles
+    if comp.role and comp.role not in roles:
+        message, hint = unknown_name("role", comp.role, roles)
+        _add(col, comp.where.get("role", Where(comp.file, None, None, "$.role")), message, hint=hint)
+    for slot, accepted in comp.slots.items():
+        for role in accepted:
+            if role not in roles:
+                message, hint = unknown_name("role", role, roles)
+                _add(col, comp.where["slots"], f"slot '{slot}': {message}", hint=hint)
+    for node in comp.graph.values():
+        if node.op is not None:
+            if node.op not in prims:
+                message, hint = unknown_name("op", node.op, prims)
+                _add(col, node.where, message, hint=hint)
+            else:
+                prim = prims[node.op]
+                check_node_params(col, node, prim, library.dims)
+                _check_arity(col, node, prim)
+        if node.slot is not None:
+            if node.slot not in comp.slots:
+                _add(col, node.where, f"node '{node.name}' fills slot '{node.slot}', which the component does not declare", hint=did_you_mean(node.slot, comp.slots) or "declare it under 'slots: {name: role}'")
+            if node.dims:
+                _add(col, node.where, "a slot node takes no dims; the component filling it binds its own")
+        if node.role is not None and node.role not in roles:
+            message, hint = unknown_name("role", node.role, roles)
+            _add(col, node.where, message, hint=hint)
+    check_graph(col, comp.graph, comp.inputs, comp.outputs, comp.where.get("outputs"), comp.where.get("graph", Where(comp.file, None, None, "$")))
+    for entry in comp.cache:
+        if entry.node not in comp.graph:
+            _add(col, entry.where, f"cache entry names node '{entry.node}', which is not in the graph", hint=did_you_mean(entry.node, comp.graph))
+    if comp.decode_variant and comp.decode_variant not in library.component_files:
+        message, hint = unknown_name("component", comp.decode_variant, library.component_files)
+        _add(col, comp.where["decode_variant"], f"decode_variant: {message}", hint=hint)
+
+
+def _check_arity(col: Collector, node: NodeSpec, prim: type) -> None:
+    arity = prim.arity
+    lo, hi = (arity, arity) if isinstance(arity, int) else arity
+    if not lo <= len(node.inputs) <= hi:
+        want = str(lo) if lo == hi else f"{lo}..{hi}"
+        _add(col, node.where, f"op '{prim.name}' takes {want} input(s)", expected=f"{want} input(s) under 'in:'", got=f"{len(node.inputs)}")
+
+
+def load_config(model: ModelSpec, configs_dir: Path, col: Collector) -> dict[str, Any]:
+    path = Path(model.config_file)
+    if not path.is_absolute():
+        path = configs_dir / path
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        near = did_you_mean(path.name, [p.name for p in configs_dir.glob("*.json")]) if configs_dir.is_dir() else None
+        _add(col, model.where.get("config", Where(model.file, None, None, "$.config")), f"config file not found: {path}", hint=near or f"put the config.json under {configs_dir}")
+    except json.JSONDecodeError as exc:
+        _add(col, Where(str(path), exc.lineno, exc.colno, "$"), f"config is not valid JSON: {exc.msg}")
+    return {}
+
+
+def bind_dims(col: Collector, model: ModelSpec, config: Mapping[str, Any], library) -> dict[str, int]:
+    """Evaluate every ``dims:`` binding of a model against its config."""
+    values: dict[str, int] = {}
+    for dim, text in model.dims.items():
+        where = model.dims_where[dim]
+        if dim not in library.dims:
+            message, hint = unknown_name("dim", dim, library.dims)
+            _add(col, where, message, hint=(hint + "; new dims are declared in archsql/specs/dims.yaml"))
+            continue
+        try:
+            value = eval_binding(text, config)
+        except KeyError as exc:
+            key, hint = exc.args
+            _add(col, where, f"config key '{key}' is missing from {Path(model.config_file).name}", hint=(hint + " — or bind the dim to a number" if hint else "use 'config.<key> or <fallback>' or bind the dim to a number"))
+            continue
+        except ExprSyntaxError as exc:
+            _add(col, where, str(exc), got=type_name(text))
+            continue
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int):
+            _add(col, where, f"dim '{dim}' must bind to an integer", expected="integer", got=type_name(value))
+            continue
+        kind = library.dims[dim]["kind"]
+        if kind == "flag" and value not in (0, 1):
+            _add(col, where, f"flag dim '{dim}' must be 0 or 1", expected="0 or 1", got=str(value))
+        elif kind != "flag" and value <= 0:
+            _add(col, where, f"dim '{dim}' must be positive", expected="> 0", got=str(value))
+        values[dim] = value
+    return values
