@@ -16,14 +16,14 @@ from archsql.evaluator.expand import expand
 from archsql.evaluator.walk import walk
 from archsql.schema.checks import Collector
 from archsql.schema.tables import PHASES
-from archsql.schema.validate import _check_arity, _add, bind_dims, check_node_params, load_config
+from archsql.schema.validate import _add, _check_arity, bind_dims, check_node_params, load_config
 
 
 def evaluate(model: str | Path, library=None) -> Analysis:
     """Evaluate one model (catalog name or path to a model .yaml) into Analysis tables."""
+    from archsql.errors import unknown_name
     from archsql.evaluator.primitives.base import registry
     from archsql.specs import default_library
-    from archsql.errors import unknown_name
 
     library = library or default_library()
     spec = library.model(model)
@@ -48,10 +48,15 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     if col.issues:
         raise SpecError(issues=col.issues)
     walks = {}
+    programs = {}
     for phase in PHASES:
-        program = expand(spec, library, dims, phase, col)
+        programs[phase] = expand(spec, library, dims, phase, col)
         if col.issues:
             raise SpecError(issues=_dedupe(col.issues))
+    _check_unused_dims(col, spec, programs, library)
+    if col.issues:
+        raise SpecError(issues=col.issues)
+    for phase, program in programs.items():
         walks[phase] = walk(program, library, dims, col)
         if col.issues:
             raise ShapeError(issues=_dedupe(col.issues))
@@ -63,6 +68,25 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     except (ValueError, TypeError, ArithmeticError) as exc:  # pragma: no cover - engine bug guard
         raise EvaluationError(f"{spec.file}: cannot evaluate model '{spec.name}': {exc}") from exc
     return Analysis(spec.name, dims, walks, tables)
+
+
+def _check_unused_dims(col, spec, programs, library) -> None:
+    """A bound dim no node uses is a stale or misplaced binding (context dims are metadata)."""
+    from archsql.schema.expr import expr_names
+
+    used: set[str] = set()
+    for program in programs.values():
+        for node in program.nodes:
+            for raw in node.dims.values():
+                for text in raw if isinstance(raw, list) else [raw]:
+                    if isinstance(text, str):
+                        used |= expr_names(text)
+        for st in program.stacks.values():
+            used |= {str(s) for s in st.repeat_expr.free_symbols}
+    for dim in spec.dims:
+        if dim in library.dims and dim not in used and library.dims[dim]["kind"] != "context":
+            _add(col, spec.dims_where[dim], f"dim '{dim}' is bound but no node of model '{spec.name}' uses it",
+                 hint=f"remove the binding (in a derived model: '{dim}: null'), or use it in a node's dims")
 
 
 def _dedupe(issues):

@@ -298,4 +298,4 @@ def expand(model: ModelSpec, library, dims: dict[str, int], phase: str, col: Col
     return _Expander(model, library, dims, phase, col).run()
 
 
-__all__ = ["IRNode", "Program", "Ref", "StackIR", "Issue", "did_you_mean", "expand"]
+__all__ = ["IRNode", "Issue", "Program", "Ref", "StackIR", "did_you_mean", "expand"]

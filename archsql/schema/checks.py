@@ -24,14 +24,15 @@ class Collector:
             line, col = obj.item_pos(key)
         elif isinstance(obj, LocDict | LocList):
             line, col = obj.line, obj.column
+        file = getattr(obj, "file", None) or self.file
         self.issues.append(
-            Issue(message, file=self.file, line=line, column=col, path=path, expected=expected, got=got, hint=hint)
+            Issue(message, file=file, line=line, column=col, path=path, expected=expected, got=got, hint=hint)
         )
 
     def keys(self, obj: Any, path: str, allowed: Iterable[str], required: Iterable[str] = (), what: str = "key") -> bool:
         """Closed mapping check. Returns False when ``obj`` is not a mapping."""
         if not isinstance(obj, dict):
-            self.add(obj, None, path, f"expected a mapping", expected="mapping", got=type_name(obj))
+            self.add(obj, None, path, "expected a mapping", expected="mapping", got=type_name(obj))
             return False
         allowed = list(allowed)
         for key in obj:
@@ -45,10 +46,7 @@ class Collector:
 
     def type(self, obj: Any, key: str, path: str, types: tuple[type, ...], expected: str) -> bool:
         value = obj.get(key)
-        if isinstance(value, bool) and bool not in types:
-            ok = False
-        else:
-            ok = isinstance(value, types)
+        ok = False if isinstance(value, bool) and bool not in types else isinstance(value, types)
         if not ok:
             self.add(obj, key, f"{path}.{key}", f"wrong type for '{key}'", expected=expected, got=type_name(value), value=True)
         return ok

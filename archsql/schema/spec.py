@@ -17,7 +17,7 @@ from archsql.schema.yamlsrc import LocDict, load_yaml
 
 NODE_KEYS = ("op", "slot", "stack", "in", "dims", "weight_axes", "path", "role", "doc")
 COMPONENT_KEYS = ("component", "role", "doc", "inputs", "slots", "cache", "decode_variant", "graph", "outputs")
-MODEL_KEYS = ("model", "hf_id", "config", "doc", "dims", "components", "templates", "stacks", "inputs", "graph", "outputs")
+MODEL_KEYS = ("model", "extends", "hf_id", "config", "doc", "dims", "components", "templates", "stacks", "inputs", "graph", "outputs")
 STACK_KEYS = ("repeat", "path", "streams", "schedule")
 STREAM_KEYS = ("carries",)
 SLOT_FILL_KEYS = ("component", "path", "rename")
@@ -40,6 +40,7 @@ class Where:
 
 
 def _where(file: str, obj: Any, key: str | None, path: str) -> Where:
+    file = getattr(obj, "file", None) or file  # inherited values point at their own file
     if isinstance(obj, LocDict) and key is not None:
         line, col = obj.key_pos(key)
     else:
@@ -281,9 +282,46 @@ def _slot_fill(col: Collector, obj: Any, key: str, path: str) -> SlotFill | None
     return None
 
 
+def _merge(base: LocDict, child: LocDict) -> LocDict:
+    """Child keys replace base keys; ``dims`` merge key by key.  Positions are kept."""
+    out = LocDict(base)
+    out.file, out.line, out.column = child.file, child.line, child.column
+    out._key_pos = {**getattr(base, "_key_pos", {}), **getattr(child, "_key_pos", {})}
+    out._val_pos = {**getattr(base, "_val_pos", {}), **getattr(child, "_val_pos", {})}
+    for key, value in child.items():
+        if key == "dims" and isinstance(value, dict) and isinstance(base.get("dims"), dict):
+            value = _merge(base["dims"], value)
+        if value is None:  # `key: null` in a derived model drops an inherited entry
+            out.pop(key, None)
+            continue
+        out[key] = value
+    out.pop("extends", None)
+    return out
+
+
+def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ...] = ()) -> Any:
+    """A model may ``extends: OTHER`` (a model in the same folder): a derived model is data."""
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    parent = data["extends"]
+    base_path = path.with_name(f"{parent}.yaml")
+    if not isinstance(parent, str) or not base_path.exists():
+        from archsql.errors import did_you_mean
+
+        col.add(data, "extends", "$.extends", f"extends names model {parent!r}, which has no file {base_path.name} next to this one",
+                hint=did_you_mean(str(parent), [p.stem for p in path.parent.glob("*.yaml")]), value=True)
+        return data
+    if base_path.resolve() in seen:
+        col.add(data, "extends", "$.extends", "extends chain forms a cycle: " + " → ".join(p.stem for p in (*seen, base_path)), value=True)
+        return data
+    base = _resolve_extends(base_path, load_yaml(base_path), col, (*seen, path.resolve()))
+    return _merge(base, data) if isinstance(base, dict) else data
+
+
 def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, Collector]:
     data = load_yaml(path) if data is None else data
     col = Collector(str(path))
+    data = _resolve_extends(path, data, col)
     if not col.keys(data, "$", MODEL_KEYS, ("model", "config", "dims", "templates", "graph", "outputs")):
         return None, col
     for k in ("model", "config"):

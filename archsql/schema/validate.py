@@ -12,7 +12,13 @@ import sympy
 
 from archsql.errors import did_you_mean, unknown_name
 from archsql.schema.checks import Collector, type_name
-from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, eval_binding, expr_names, parse_dim_expr
+from archsql.schema.expr import (
+    RUNTIME_SYMBOLS,
+    ExprSyntaxError,
+    eval_binding,
+    expr_names,
+    parse_dim_expr,
+)
 from archsql.schema.spec import ComponentSpec, ModelSpec, NodeSpec, Where
 
 

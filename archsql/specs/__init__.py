@@ -12,7 +12,14 @@ from pathlib import Path
 
 from archsql.errors import Issue, SpecError, unknown_name
 from archsql.schema.checks import Collector
-from archsql.schema.spec import ComponentSpec, ModelSpec, load_dims_table, load_roles, parse_component, parse_model
+from archsql.schema.spec import (
+    ComponentSpec,
+    ModelSpec,
+    load_dims_table,
+    load_roles,
+    parse_component,
+    parse_model,
+)
 
 SPECS_DIR = Path(__file__).parent
 COMPONENTS_DIR = SPECS_DIR / "components"

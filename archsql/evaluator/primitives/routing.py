@@ -5,7 +5,15 @@ from __future__ import annotations
 import sympy
 
 from archsql.evaluator.dimmap import InputDim, NewDim, keep
-from archsql.evaluator.primitives.base import Ctx, Param, Primitive, expect_axis, expect_rank, leading, numel
+from archsql.evaluator.primitives.base import (
+    Ctx,
+    Param,
+    Primitive,
+    expect_axis,
+    expect_rank,
+    leading,
+    numel,
+)
 
 
 class Topk(Primitive):
