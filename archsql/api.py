@@ -1,0 +1,194 @@
+"""The Python API: build the store, query it, explain a quantity.
+
+Everything returns Arrow tables (``.to_polars()`` via :func:`to_polars`) or small frozen
+records.  Numbers come from the store's views; formulas from the same sympy expressions
+the stored term rows were made of.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import sympy
+
+from archsql.errors import ArchsqlError, QueryError, UnsafeSQLError
+from archsql.evaluator import Analysis, evaluate
+from archsql.evaluator.analysis import node_count
+from archsql.evaluator.terms import display
+from archsql.schema.expr import RUNTIME_SYMBOLS
+from archsql.schema.tables import PHASES, TABLES
+
+DEFAULT_DB_NAME = "archsql.duckdb"
+
+
+def default_db() -> Path:
+    """The embedded default store: ``$ARCHSQL_DB`` or ``./archsql.duckdb``."""
+    return Path(os.environ.get("ARCHSQL_DB", DEFAULT_DB_NAME))
+
+
+def catalog() -> list[str]:
+    """Names of the bundled models."""
+    from archsql.specs import default_library
+
+    return default_library().catalog()
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    db: Path
+    models: tuple[str, ...]
+    seconds: float
+    evaluate_seconds: dict[str, float]
+
+
+def evaluate_all(models: Sequence[str] | None = None, progress: Callable[[str], None] | None = None) -> tuple[dict[str, pa.Table], dict[str, float]]:
+    """Evaluate models and concatenate their tables (schema order kept)."""
+    names = list(models) if models else catalog()
+    parts: dict[str, list[pa.Table]] = {name: [] for name in TABLES}
+    timings: dict[str, float] = {}
+    for name in names:
+        t0 = time.perf_counter()
+        analysis = evaluate(name)
+        timings[analysis.model] = time.perf_counter() - t0
+        for table, value in analysis.tables.items():
+            parts[table].append(value)
+        if progress:
+            progress(analysis.model)
+    return {name: pa.concat_tables(p) if p else TABLES[name].empty_table() for name, p in parts.items()}, timings
+
+
+def build(models: Sequence[str] | None = None, db: str | Path | None = None, progress: Callable[[str], None] | None = None) -> BuildReport:
+    """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``."""
+    from archsql.store import write_store
+
+    t0 = time.perf_counter()
+    db = Path(db) if db else default_db()
+    tables, timings = evaluate_all(models, progress)
+    write_store(db, tables)
+    return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
+
+
+_READ_ONLY_STATEMENTS = ("select", "with", "describe", "show", "pragma_show", "summarize", "values", "table", "from")
+
+
+def check_read_only(sql: str) -> None:
+    """Reject statements that could change the store or touch the file system."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        statements = sqlglot.parse(sql, read="duckdb")
+    except sqlglot.errors.ParseError as exc:
+        raise QueryError(f"cannot parse SQL: {exc.errors[0]['description'] if exc.errors else exc}") from None
+    allowed = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Describe, exp.Show, exp.Values, exp.Table)
+    for stmt in statements:
+        if stmt is None:
+            continue
+        if not isinstance(stmt, allowed) and not (isinstance(stmt, exp.Command) and stmt.name.upper() in ("SUMMARIZE", "DESCRIBE", "SHOW")):
+            kind = stmt.key.upper()
+            raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement",
+                                 issues=[])
+        for node in stmt.walk():
+            if isinstance(node, exp.Anonymous | exp.Func) and node.sql_name().lower() in _FILE_FUNCS:
+                raise UnsafeSQLError(f"'{node.sql_name().lower()}' reads or writes files; archsql sql only queries the store")
+
+
+_FILE_FUNCS = {"read_csv", "read_csv_auto", "read_parquet", "read_json", "read_json_auto", "read_text", "read_blob", "glob", "copy"}
+
+
+def query(sql: str, db: str | Path | None = None) -> pa.Table:
+    """Run a read-only query against the store; returns an Arrow table."""
+    import duckdb
+
+    from archsql.store import connect
+
+    check_read_only(sql)
+    con = connect(Path(db) if db else default_db(), read_only=True)
+    try:
+        rel = con.sql(sql)
+        return rel.to_arrow_table() if rel is not None else pa.table({})
+    except duckdb.Error as exc:
+        raise QueryError(f"query failed: {exc}") from None
+    finally:
+        con.close()
+
+
+def to_polars(table: pa.Table):
+    import polars as pl
+
+    return pl.from_arrow(table)
+
+
+# ---------------------------------------------------------------------------- explain
+
+QUANTITIES = ("flops", "params", "active_params", "kv_elements_per_token")
+
+
+@dataclass(frozen=True)
+class Explanation:
+    model: str
+    quantity: str
+    phase: str | None
+    node: str | None
+    formula: str  # symbolic in model dims and runtime symbols
+    bound: str  # model dims bound to numbers
+    workload: dict[str, int]
+    value: float
+
+
+def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | None) -> sympy.Expr:
+    w = analysis.walks[phase]
+    results = w.results
+    if node is not None:
+        matches = [uid for uid in results if uid == node or uid.endswith(node)]
+        if not matches:
+            from archsql.errors import unknown_name
+
+            message, hint = unknown_name("node", node, results)
+            raise QueryError(f"{analysis.model}: {message}; {hint}")
+        results = {uid: results[uid] for uid in matches}
+    total = sympy.Integer(0)
+    for res in results.values():
+        count, active = node_count(w, res, symbolic=True)
+        if quantity == "flops":
+            total += res.flops * count
+        elif quantity in ("params", "active_params"):
+            elements = sum((sympy.Mul(*(a.expr for a in d.axes)) for d in res.weights), sympy.Integer(0))
+            total += elements * (count if quantity == "params" else active)
+        elif quantity == "kv_elements_per_token":
+            for _ in res.node.cache:
+                total += sympy.Mul(*(a.expr for a in res.shape if not a.runtime)) * count
+    return total
+
+
+def explain(model: str, quantity: str = "flops", *, node: str | None = None, phase: str = "prefill",
+            batch: int = 1, new_tokens: int | None = None, context: int | None = None) -> Explanation:
+    """The formula of a model quantity (whole model, or nodes whose uid ends with ``node``)
+    and its value at a workload."""
+    if quantity not in QUANTITIES:
+        from archsql.errors import unknown_name
+
+        message, hint = unknown_name("quantity", quantity, QUANTITIES)
+        raise QueryError(f"{message}; {hint}")
+    if phase not in PHASES:
+        raise QueryError(f"unknown phase '{phase}'; use one of {', '.join(PHASES)}")
+    analysis = evaluate(model)
+    expr = _symbolic_total(analysis, quantity, phase, node)
+    w = analysis.walks[phase]
+    bound = w.bind(expr)
+    s = new_tokens if new_tokens is not None else (1 if phase == "decode" else 2048)
+    c = context if context is not None else (s if phase == "prefill" else 2048)
+    if c < s:
+        raise QueryError(f"context ({c}) must be at least the new tokens ({s}): c counts cached plus new tokens")
+    workload = {"B": batch, "s": s, "c": c}
+    value = bound.xreplace({RUNTIME_SYMBOLS[k]: sympy.Integer(v) for k, v in workload.items()})
+    return Explanation(analysis.model, quantity, phase if quantity == "flops" else None, node,
+                       display(expr), display(bound), workload, float(value))
+
+
+__all__ = ["ArchsqlError", "BuildReport", "Explanation", "build", "catalog", "check_read_only", "default_db", "evaluate", "explain", "query", "to_polars"]

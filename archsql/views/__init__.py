@@ -1,0 +1,367 @@
+"""SQL views over the store: one plain-SQL file per view, in layers base → int → reports.
+
+Each ``<layer>/<name>.sql`` defines the view ``<name>``; its sidecar ``<name>.yml``
+documents the view (description, every column with unit) and lists invariants: queries
+that return zero rows when the invariant holds.  ``create_views`` orders the files by the
+tables they reference, checks each with sqlglot against the live schema (so an unknown
+table or column is reported as ``file:line:col``) and then creates it in DuckDB.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, ParseError, TokenError
+from sqlglot.optimizer.qualify import qualify
+
+from archsql.errors import Issue, QueryError, SpecError, did_you_mean
+
+VIEWS_DIR = Path(__file__).parent
+LAYERS = ("base", "int", "reports")
+DIALECT = "duckdb"
+
+
+@dataclass(frozen=True)
+class ViewFile:
+    name: str
+    layer: str
+    path: Path
+    sql: str
+
+
+def view_files(views_dir: str | Path | None = None) -> list[ViewFile]:
+    """Every ``<layer>/<name>.sql`` under ``views_dir``, in layer then name order."""
+    root = Path(views_dir) if views_dir is not None else VIEWS_DIR
+    files: dict[str, ViewFile] = {}
+    for layer in LAYERS:
+        for path in sorted((root / layer).glob("*.sql")):
+            name = path.stem.lower()
+            if name in files:
+                raise QueryError(
+                    issues=[
+                        Issue(
+                            f"view '{name}' is also defined in {files[name].path}", file=str(path)
+                        )
+                    ]
+                )
+            files[name] = ViewFile(name, layer, path, path.read_text(encoding="utf-8"))
+    return list(files.values())
+
+
+def create_views(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> list[str]:
+    """(Re)create every view in dependency order; returns the view names in that order."""
+    files = {f.name: f for f in view_files(views_dir)}
+    schema = _live_schema(con)
+    tables = {t for t, kind in _relations(con).items() if kind == "BASE TABLE"}
+    clash = sorted(tables & set(files))
+    if clash:
+        raise QueryError(
+            issues=[
+                Issue(f"view name '{n}' is already a table of the store", file=str(files[n].path))
+                for n in clash
+            ]
+        )
+    trees = {name: _parse(f) for name, f in files.items()}
+    known = set(schema) | set(files)
+    deps = {name: _dependencies(files[name], trees[name], known, files) for name in files}
+    order = _topological(files, deps)
+    for name in order:
+        f = files[name]
+        _validate(f, trees[name], schema)
+        body = f.sql.rstrip().removesuffix(";")  # keep leading lines: line numbers match
+        try:
+            con.execute(f'create or replace view "{name}" as\n{body}')
+        except duckdb.Error as exc:
+            line = _DUCKDB_LINE.search(str(exc))  # LINE n of the statement = line n-1 of the file
+            raise QueryError(
+                issues=[
+                    Issue(
+                        f"DuckDB rejected the view: {exc}",
+                        file=str(f.path),
+                        line=int(line.group(1)) - 1 if line else None,
+                    )
+                ]
+            ) from None
+        schema[name] = _live_schema(con, name)[name]
+    return order
+
+
+def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """The parsed sidecar YAML of every view, keyed by view name (shape-checked)."""
+    from archsql.schema.yamlsrc import load_yaml
+
+    docs: dict[str, dict[str, Any]] = {}
+    issues: list[Issue] = []
+    for f in view_files(views_dir):
+        side = f.path.with_suffix(".yml")
+        if not side.is_file():
+            issues.append(Issue(f"view '{f.name}' has no sidecar {side.name}", file=str(f.path)))
+            continue
+        doc = load_yaml(side)
+        issues += _check_doc(doc, str(side))
+        docs[f.name] = doc
+    if issues:
+        raise SpecError(issues=issues)
+    return docs
+
+
+def check_invariants(
+    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None
+) -> list[tuple[str, str, int]]:
+    """Run every invariant; return ``(view, invariant, violating rows)`` for those that fail."""
+    failures = []
+    for view, doc in view_docs(views_dir).items():
+        for inv in doc["invariants"]:
+            n = con.execute(f"select count(*) from ({inv['sql']})").fetchone()[0]
+            if n:
+                failures.append((view, inv["name"], n))
+    return failures
+
+
+# -- parsing and dependency order ----------------------------------------------------------
+
+
+def _parse(f: ViewFile) -> exp.Expression:
+    try:
+        trees = [t for t in sqlglot.parse(f.sql, dialect=DIALECT) if t is not None]
+    except ParseError as exc:
+        raise QueryError(
+            issues=[
+                Issue(e["description"], file=str(f.path), line=e.get("line"), column=e.get("col"))
+                for e in exc.errors
+            ]
+            or [Issue(str(exc), file=str(f.path))]
+        ) from None
+    except TokenError as exc:
+        raise QueryError(issues=[Issue(str(exc), file=str(f.path))]) from None
+    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
+        raise QueryError(
+            issues=[Issue("a view file must hold exactly one SELECT query", file=str(f.path))]
+        )
+    return trees[0]
+
+
+def _dependencies(f: ViewFile, tree: exp.Expression, known: set[str], files) -> set[str]:
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    deps: set[str] = set()
+    issues = []
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        if not name or (not table.db and name in ctes):
+            continue
+        if name not in known:
+            line, col = _position(f.sql, table.this)
+            issues.append(
+                Issue(
+                    f"unknown table or view '{table.name}'",
+                    file=str(f.path),
+                    line=line,
+                    column=col,
+                    hint=did_you_mean(name, known),
+                )
+            )
+        elif name in files:
+            later = LAYERS.index(files[name].layer) > LAYERS.index(f.layer)
+            if later:
+                issues.append(
+                    Issue(
+                        f"a {f.layer} view may not read the {files[name].layer} view '{name}'",
+                        file=str(f.path),
+                    )
+                )
+            deps.add(name)
+    if issues:
+        raise QueryError(issues=issues)
+    return deps
+
+
+def _topological(files: dict[str, ViewFile], deps: dict[str, set[str]]) -> list[str]:
+    def key(n: str) -> tuple[int, str]:
+        return LAYERS.index(files[n].layer), n
+
+    waiting = {n: set(d) for n, d in deps.items()}
+    order: list[str] = []
+    while waiting:
+        ready = sorted((n for n, d in waiting.items() if not d), key=key)
+        if not ready:
+            cycle = _find_cycle(waiting)
+            raise QueryError(
+                f"views depend on each other in a cycle: {' -> '.join(cycle)}",
+                [Issue("part of the cycle", file=str(files[n].path)) for n in cycle[:-1]],
+            )
+        for n in ready:
+            order.append(n)
+            del waiting[n]
+        for d in waiting.values():
+            d.difference_update(ready)
+    return order
+
+
+def _find_cycle(waiting: dict[str, set[str]]) -> list[str]:
+    path: list[str] = []
+    node = min(waiting)
+    while node not in path:
+        path.append(node)
+        node = min(waiting[node])
+    return [*path[path.index(node) :], node]
+
+
+# -- validation against the live schema ----------------------------------------------------
+
+
+def _relations(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    rows = con.execute(
+        "select table_name, table_type from information_schema.tables "
+        "where table_catalog = current_database() and table_schema = 'main'"
+    ).fetchall()
+    return {name.lower(): kind for name, kind in rows}
+
+
+def _live_schema(
+    con: duckdb.DuckDBPyConnection, only: str | None = None
+) -> dict[str, dict[str, str]]:
+    sql = (
+        "select table_name, column_name, data_type from information_schema.columns "
+        "where table_catalog = current_database() and table_schema = 'main'"
+    )
+    params: list[str] = []
+    if only is not None:
+        sql += " and lower(table_name) = ?"
+        params.append(only)
+    schema: dict[str, dict[str, str]] = {}
+    for table, column, dtype in con.execute(
+        sql + " order by table_name, ordinal_position", params
+    ).fetchall():
+        schema.setdefault(table.lower(), {})[column] = _sqlglot_type(dtype)
+    return schema
+
+
+def _sqlglot_type(dtype: str) -> str:
+    try:
+        exp.DataType.build(dtype, dialect=DIALECT)
+    except (ParseError, ValueError):
+        return "UNKNOWN"
+    return dtype
+
+
+_COLUMN_IN_MESSAGE = re.compile(r"[Cc]olumn:? '?([^'\s.,]+)'?")
+_LINE_COL = re.compile(r"Line: (\d+), Col: (\d+)")
+_DUCKDB_LINE = re.compile(r"LINE (\d+):")
+
+
+def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str]]) -> None:
+    try:
+        qualify(tree.copy(), schema=schema, dialect=DIALECT, validate_qualify_columns=True)
+    except OptimizeError as exc:
+        message = _LINE_COL.sub("", str(exc)).split("\n")[0].rstrip(" .()")
+        line = col = hint = None
+        match = _COLUMN_IN_MESSAGE.search(str(exc))
+        if match:
+            node = _find_column(tree, match.group(1), _LINE_COL.search(str(exc)))
+            if node is not None:
+                line, col = _position(f.sql, node.this)
+                hint = _column_hint(node, match.group(1), tree, schema)
+        raise QueryError(
+            issues=[Issue(message, file=str(f.path), line=line, column=col, hint=hint)]
+        ) from None
+
+
+def _find_column(tree: exp.Expression, name: str, line_col: re.Match | None):
+    candidates = [c for c in tree.find_all(exp.Column) if c.name.lower() == name.lower()]
+    if line_col:
+        line, col = int(line_col.group(1)), int(line_col.group(2))
+        exact = [
+            c
+            for c in candidates
+            if (c.this.meta.get("line"), c.this.meta.get("col")) == (line, col)
+        ]
+        candidates = exact or candidates
+    return min(candidates, key=lambda c: c.this.meta.get("start", 0), default=None)
+
+
+def _column_hint(node: exp.Column, name: str, tree: exp.Expression, schema) -> str | None:
+    """Suggest a close column name among the tables and CTEs the query reads."""
+    choices: set[str] = set()
+    for table in tree.find_all(exp.Table):
+        choices |= set(schema.get(table.name.lower(), {}))
+    for cte in tree.find_all(exp.CTE):
+        choices |= set(cte.this.named_selects)
+    if name.lower() not in {c.lower() for c in choices}:
+        return did_you_mean(name, choices)
+    if node.table:
+        return f"check that '{node.table}' names a table, alias or CTE here that has '{name}'"
+    return f"'{name}' may be in more than one table read here; qualify it (alias.{name})"
+
+
+def _position(text: str, node: exp.Expression) -> tuple[int | None, int | None]:
+    start = node.meta.get("start") if isinstance(node, exp.Expression) else None
+    if start is None:
+        return None, None
+    line = text.count("\n", 0, start) + 1
+    return line, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
+# -- sidecar documents ---------------------------------------------------------------------
+
+_DOC_KEYS = {"description", "columns", "invariants"}
+_COLUMN_KEYS = {"name", "description", "unit"}
+_INVARIANT_KEYS = {"name", "description", "sql"}
+
+
+def _check_doc(doc: Any, file: str) -> list[Issue]:
+    if not isinstance(doc, dict):
+        return [
+            Issue(
+                "a view sidecar must be a mapping",
+                file=file,
+                expected="mapping",
+                got=type(doc).__name__,
+            )
+        ]
+    issues = _check_keys(doc, _DOC_KEYS, file, "$")
+    if not isinstance(doc.get("description"), str):
+        issues.append(Issue("description must be text", file=file, path="$.description"))
+    for section, keys in (("columns", _COLUMN_KEYS), ("invariants", _INVARIANT_KEYS)):
+        items = doc.get(section)
+        if not isinstance(items, list):
+            issues.append(Issue(f"{section} must be a list", file=file, path=f"$.{section}"))
+            continue
+        for i, item in enumerate(items):
+            where = f"$.{section}[{i}]"
+            if not isinstance(item, dict):
+                issues.append(Issue("expected a mapping", file=file, path=where))
+                continue
+            issues += _check_keys(item, keys, file, where)
+            for key in keys - {"unit"}:
+                if not isinstance(item.get(key), str) or not item[key].strip():
+                    issues.append(
+                        Issue(f"{key} must be non-empty text", file=file, path=f"{where}.{key}")
+                    )
+    return issues
+
+
+def _check_keys(item: dict, keys: set[str], file: str, where: str) -> list[Issue]:
+    line, col = getattr(item, "line", None), getattr(item, "column", None)
+    out = [
+        Issue(
+            f"unknown key '{k}'",
+            file=file,
+            line=line,
+            column=col,
+            path=where,
+            hint=did_you_mean(k, keys),
+        )
+        for k in item
+        if k not in keys
+    ]
+    out += [
+        Issue(f"missing key '{k}'", file=file, line=line, column=col, path=where)
+        for k in sorted(keys - set(item))
+    ]
+    return out

@@ -1,0 +1,9 @@
+-- Logical elements of every weight tensor of one node instance.
+select
+    model,
+    uid,
+    tensor,
+    name,
+    shape,
+    elements
+from weights

@@ -1,0 +1,73 @@
+-- Parameters of each node that has weights: elements per instance times its copies.
+with
+
+weights as (
+    select
+        model,
+        uid,
+        elements
+    from base_weights
+),
+
+instances as (
+    select
+        model,
+        uid,
+        count,
+        active_count
+    from base_instances
+),
+
+nodes as (
+    select
+        model,
+        uid,
+        role
+    from base_nodes
+),
+
+elements_per_node as (
+    select
+        model,
+        uid,
+        sum(elements)::bigint as elements
+    from weights
+    group by model, uid
+),
+
+joined as (
+    select
+        e.model,
+        e.uid,
+        n.role,
+        e.elements,
+        i.count,
+        i.active_count
+    from elements_per_node as e
+    left join instances as i on i.model = e.model and i.uid = e.uid
+    left join nodes as n on n.model = e.model and n.uid = e.uid
+),
+
+with_params as (
+    select
+        model,
+        uid,
+        role,
+        elements,
+        count,
+        active_count,
+        elements * count as params,
+        elements * active_count as active_params
+    from joined
+)
+
+select
+    model,
+    uid,
+    role,
+    elements,
+    count,
+    active_count,
+    params,
+    active_params
+from with_params
