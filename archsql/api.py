@@ -7,6 +7,7 @@ the stored term rows were made of.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -141,6 +142,26 @@ class Explanation:
     value: float
 
 
+@functools.lru_cache(maxsize=64)
+def _evaluated(model: str) -> Analysis:
+    return evaluate(model)
+
+
+def formula(model: str, quantity: str = "flops", phase: str = "prefill", node: str | None = None) -> tuple[sympy.Expr, sympy.Expr]:
+    """(symbolic, bound) sympy expressions of a model quantity — the expressions the stored
+    term rows were made from.  ``bound`` keeps only the runtime symbols B, s, c."""
+    if quantity not in QUANTITIES:
+        from archsql.errors import unknown_name
+
+        message, hint = unknown_name("quantity", quantity, QUANTITIES)
+        raise QueryError(f"{message}; {hint}")
+    if phase not in PHASES:
+        raise QueryError(f"unknown phase '{phase}'; use one of {', '.join(PHASES)}")
+    analysis = _evaluated(str(model))
+    expr = _symbolic_total(analysis, quantity, phase, node)
+    return expr, analysis.walks[phase].bind(expr)
+
+
 def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | None) -> sympy.Expr:
     w = analysis.walks[phase]
     results = w.results
@@ -170,25 +191,15 @@ def explain(model: str, quantity: str = "flops", *, node: str | None = None, pha
             batch: int = 1, new_tokens: int | None = None, context: int | None = None) -> Explanation:
     """The formula of a model quantity (whole model, or nodes whose uid ends with ``node``)
     and its value at a workload."""
-    if quantity not in QUANTITIES:
-        from archsql.errors import unknown_name
-
-        message, hint = unknown_name("quantity", quantity, QUANTITIES)
-        raise QueryError(f"{message}; {hint}")
-    if phase not in PHASES:
-        raise QueryError(f"unknown phase '{phase}'; use one of {', '.join(PHASES)}")
-    analysis = evaluate(model)
-    expr = _symbolic_total(analysis, quantity, phase, node)
-    w = analysis.walks[phase]
-    bound = w.bind(expr)
+    expr, bound = formula(model, quantity, phase, node)
     s = new_tokens if new_tokens is not None else (1 if phase == "decode" else 2048)
     c = context if context is not None else (s if phase == "prefill" else 2048)
     if c < s:
         raise QueryError(f"context ({c}) must be at least the new tokens ({s}): c counts cached plus new tokens")
     workload = {"B": batch, "s": s, "c": c}
     value = bound.xreplace({RUNTIME_SYMBOLS[k]: sympy.Integer(v) for k, v in workload.items()})
-    return Explanation(analysis.model, quantity, phase if quantity == "flops" else None, node,
+    return Explanation(_evaluated(str(model)).model, quantity, phase if quantity == "flops" else None, node,
                        display(expr), display(bound), workload, float(value))
 
 
-__all__ = ["ArchsqlError", "BuildReport", "Explanation", "build", "catalog", "check_read_only", "default_db", "evaluate", "explain", "query", "to_polars"]
+__all__ = ["ArchsqlError", "BuildReport", "Explanation", "build", "catalog", "check_read_only", "default_db", "evaluate", "explain", "formula", "query", "to_polars"]

@@ -64,7 +64,7 @@ class DuckDBPrinter(StrPrinter):
         return f"floor({self._print(expr.args[0])})"
 
 
-_SQL = DuckDBPrinter({"order": "none"})
+_SQL = DuckDBPrinter({"order": "grlex"})
 
 
 def to_sql(expr: sympy.Expr) -> str:
