@@ -58,7 +58,7 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
     d_model, vocab = (con.execute("select value from dims where model = ? and dim = ?", [model, d]).fetchone()[0] for d in ("d_model", "vocab"))
     lm_head = con.execute("select coalesce(sum(params), 0) from params_by_role where model = ? and role = 'lm_head'", [model]).fetchone()[0]
     matmul_params = active - embedding - lm_head + d_model * vocab
-    expr, bound = formula(model, "flops", "decode")
+    _, bound = formula(model, "flops", "decode")
     flops = float(bound.xreplace({B: 1, S: 1, C: 1}))
     assert 1.0 < flops / (2 * matmul_params) < 1.01
 
