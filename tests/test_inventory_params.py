@@ -94,3 +94,31 @@ def test_active_params_of_moe_models(catalog_db):
     (active,) = con.execute("select active_params from model_summary where model = 'Mixtral-8x7B-v0.1'").fetchone()
     expert_all = 32 * 8 * 3 * 4096 * 14336
     assert active == (46_702_792_704 - expert_all) + expert_all * 2 // 8 == 12_879_925_248
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_weight_names_are_the_checkpoint_names(catalog_db, model):
+    """Expanding each weight's {layer}/{expert} placeholders over the layer schedule and the
+    expert count gives exactly the checkpoint tensor names, with the same shapes."""
+    con = duckdb.connect(str(catalog_db), read_only=True)
+    inv = _inventory_for(con, model)
+    rows = con.execute(
+        """
+        select w.name, w.shape, n.template, i.count
+        from weights w
+        join instances i using (model, uid)
+        join (select distinct model, uid, template from nodes) n using (model, uid)
+        where model = ?
+        """,
+        [model],
+    ).fetchall()
+    schedule = con.execute("select layer, template from layer_schedule where model = ?", [model]).fetchall()
+    expected = {t["name"]: list(t["shape"]) for t in inv["checkpoint_tensors"]}
+    got: dict[str, list[int]] = {}
+    for name, shape, template, count in rows:
+        layers = [layer for layer, t in schedule if t == template] if "{layer}" in name else [None]
+        experts = range(count // len(layers)) if "{expert}" in name else [None]
+        for layer in layers:
+            for expert in experts:
+                got[name.format(layer=layer, expert=expert)] = list(shape)
+    assert got == expected
