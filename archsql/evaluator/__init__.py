@@ -14,9 +14,16 @@ from archsql.errors import EvaluationError, ShapeError, SpecError
 from archsql.evaluator.analysis import Analysis, build_tables
 from archsql.evaluator.expand import expand
 from archsql.evaluator.walk import walk
-from archsql.schema.checks import Collector
+from archsql.schema.spec import Where, parse_model
 from archsql.schema.tables import PHASES
-from archsql.schema.validate import _add, _check_arity, bind_dims, check_node_params, load_config
+from archsql.schema.validate import (
+    _add,
+    _check_arity,
+    bind_dims,
+    check_graph,
+    check_node_params,
+    load_config,
+)
 
 
 def evaluate(model: str | Path, library=None) -> Analysis:
@@ -26,12 +33,16 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     from archsql.specs import default_library
 
     library = library or default_library()
-    spec = library.model(model)
-    col = Collector(spec.file)
-    config = load_config(spec, library.configs_dir, col)
-    if col.issues:
+    # Every check of the model file runs before raising, so all its issues come together.
+    spec, col = parse_model(library.model_path(model))
+    if spec is None:
         raise SpecError(issues=col.issues)
-    dims = bind_dims(col, spec, config, library)
+    dims: dict[str, int] = {}
+    if "config" in spec.where and not any(i.path == "$.config" for i in col.issues):
+        before = len(col.issues)
+        config = load_config(spec, library.configs_dir, col)
+        if len(col.issues) == before:
+            dims = bind_dims(col, spec, config, library)
     prims = registry()
     for node in spec.graph.values():
         if node.op is not None:
@@ -45,6 +56,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         if fill.component not in library.component_files:
             message, hint = unknown_name("component", fill.component, library.component_files)
             _add(col, fill.where, f"{slot}: {message}", hint=hint)
+    check_graph(col, spec.graph, spec.inputs, spec.outputs, spec.where.get("outputs"), spec.where.get("graph", Where(spec.file, None, None, "$.graph")))
     if col.issues:
         raise SpecError(issues=col.issues)
     walks = {}
@@ -71,18 +83,31 @@ def evaluate(model: str | Path, library=None) -> Analysis:
 
 
 def _check_unused_dims(col, spec, programs, library) -> None:
-    """A bound dim no node uses is a stale or misplaced binding (context dims are metadata)."""
-    from archsql.schema.expr import expr_names
+    """A bound dim no node uses is a stale or misplaced binding (context dims are metadata);
+    a used dim the model does not bind is an error too (dims are never defaulted)."""
+    from archsql.schema.expr import RUNTIME_SYMBOLS, expr_names
 
     used: set[str] = set()
+    sites: dict[str, list[str]] = {}
     for program in programs.values():
         for node in program.nodes:
-            for raw in node.dims.values():
+            for key, raw in node.dims.items():
                 for text in raw if isinstance(raw, list) else [raw]:
                     if isinstance(text, str):
-                        used |= expr_names(text)
+                        names = expr_names(text)
+                        used |= names
+                        w = node.dims_where.get(key, node.where)
+                        for name in names:
+                            sites.setdefault(name, []).append(f"{Path(w.file).name}:{w.line} {w.path}")
         for st in program.stacks.values():
             used |= {str(s) for s in st.repeat_expr.free_symbols}
+    dims_where = spec.where.get("dims", Where(spec.file, None, None, "$.dims"))
+    for dim in sorted(used - set(spec.dims) - set(RUNTIME_SYMBOLS)):
+        if dim in library.dims:
+            at = ", ".join(sorted(set(sites.get(dim, [])))[:3])
+            _add(col, Where(dims_where.file, dims_where.line, dims_where.column, "$.dims"),
+                 f"dim '{dim}' is used but not bound by model '{spec.name}'" + (f" (used at {at})" if at else ""),
+                 hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted")
     for dim in spec.dims:
         if dim in library.dims and dim not in used and library.dims[dim]["kind"] != "context":
             _add(col, spec.dims_where[dim], f"dim '{dim}' is bound but no node of model '{spec.name}' uses it",

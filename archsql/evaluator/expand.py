@@ -15,10 +15,11 @@ from typing import Any
 import sympy
 
 from archsql.errors import Issue, did_you_mean, unknown_name
-from archsql.schema.checks import Collector
+from archsql.schema.checks import Collector, type_name
 from archsql.schema.expr import ExprSyntaxError, parse_dim_expr
 from archsql.schema.spec import ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, Where
 from archsql.schema.validate import _add, check_graph, dim_symbols
+from archsql.schema.yamlsrc import LocList
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class IRNode:
     stack: str | None = None
     template: str | None = None
     cache: list[tuple[str, str, str]] = field(default_factory=list)  # (family, kind, growth)
+    spec: NodeSpec | None = None  # the declaration this node was expanded from
 
 
 @dataclass
@@ -142,13 +144,13 @@ class _Expander:
                 sub_path = _rename(fill.path or node.path or node.name, rename)
                 outs = self.expand_component(sub, f"{uid}.", f"{path_prefix}{sub_path}.", inputs, fills, fill.rename, stack, template, fill.where)
                 if len(sub.outputs) != 1:
-                    _add(self.col, fill.where, f"component '{sub.name}' fills a slot, so it must have exactly one output", got=str(sub.outputs))
+                    _add(self.col, fill.where, f"component '{sub.name}' fills a slot, so it must have exactly one output", expected="1 output", got=str(sub.outputs))
                 if sub.outputs and sub.outputs[0] in outs:
                     scope[name] = outs[sub.outputs[0]]
                 continue
             role = node.role or ((_default_role(node) or comp.role) if container else comp.role)
             self.nodes.append(
-                IRNode(uid, name, path, node.op, role, comp.name, inputs, node.dims, node.dims_where, node.where, stack, template, cache_of.get(name, []))
+                IRNode(uid, name, path, node.op, role, comp.name, inputs, node.dims, node.dims_where, node.where, stack, template, cache_of.get(name, []), node)
             )
             scope[name] = Ref("node", uid)
         return {o: scope[o] for o in comp.outputs if o in scope}
@@ -174,7 +176,7 @@ class _Expander:
             if node.slot is not None:
                 continue
             role = node.role or _default_role(node) or "model"
-            self.nodes.append(IRNode(name, name, node.path or name, node.op, role, "model", inputs, node.dims, node.dims_where, node.where))
+            self.nodes.append(IRNode(name, name, node.path or name, node.op, role, "model", inputs, node.dims, node.dims_where, node.where, spec=node))
             scope[name] = Ref("node", name)
         outputs = {o: scope[o] for o in model.outputs if o in scope}
         return Program(model, self.phase, self.nodes, stacks, outputs)
@@ -197,11 +199,12 @@ class _Expander:
             repeat_expr = parse_dim_expr(spec.repeat, self.symbols)
             layers = sympy.sympify(repeat_expr.xreplace({self.symbols[k]: sympy.Integer(v) for k, v in self.dims.items()}))
         except ExprSyntaxError as exc:
-            _add(self.col, spec.where, f"stacks.{spec.name}.repeat: {exc}")
+            _add(self.col, spec.keys_where.get("repeat", spec.where), f"repeat of stack '{spec.name}': {exc}", expected="a dim expression over declared dims", got=repr(spec.repeat))
             return None
         if not layers.is_Integer or int(layers) <= 0:
             missing = sorted(str(s) for s in layers.free_symbols)
-            _add(self.col, spec.where, f"stacks.{spec.name}.repeat must bind to a positive integer", got=str(layers), hint=f"bind {', '.join(missing)} under dims:" if missing else None)
+            _add(self.col, spec.keys_where.get("repeat", spec.where), f"repeat of stack '{spec.name}' must bind to a positive integer", expected="a positive integer", got=str(layers),
+                 hint=f"bind {', '.join(missing)} under dims: — dims are never defaulted" if missing else None)
             return None
         layers = int(layers)
         schedule = self.schedule(spec, layers)
@@ -226,42 +229,45 @@ class _Expander:
     def schedule(self, spec: StackSpec, layers: int) -> list[str] | None:
         templates = self.model.templates
         raw = spec.schedule
-        where = spec.where
+        where = spec.keys_where.get("schedule", spec.where)
         result: list[str | None] = [None] * layers
         entries = [{"template": raw, "layers": f"0:{layers}"}] if isinstance(raw, str) else raw
         if not isinstance(entries, list):
-            _add(self.col, where, "schedule must be a template name or a list of {template, layers}", got=type(raw).__name__)
+            _add(self.col, where, "schedule must be a template name or a list of {template, layers}", expected="string or list", got=type_name(raw))
             return None
         ok = True
         for i, entry in enumerate(entries):
-            p = f"$.stacks.{spec.name}.schedule[{i}]"
+            p = f"{where.path}[{i}]" if not isinstance(raw, str) else where.path
+            line, column = raw.item_pos(i) if isinstance(raw, LocList) else (where.line, where.column)
+            at = Where(getattr(raw, "file", None) or where.file, line, column, p)
             if not isinstance(entry, dict) or set(entry) - {"template", "layers"} or "template" not in entry:
-                _add(self.col, where, f"{p}: expected {{template: NAME, layers: [i, …] | 'a:b'}}", got=str(entry))
+                _add(self.col, at, "a schedule entry maps template and layers", expected="{template: NAME, layers: [i, …] | 'a:b'}", got=type_name(entry))
                 ok = False
                 continue
             tname = entry["template"]
             if tname not in templates:
                 message, hint = unknown_name("template", str(tname), templates)
-                _add(self.col, where, f"{p}: {message}", hint=hint)
+                _add(self.col, at, message, hint=hint)
                 ok = False
                 continue
             idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers)
             if idx is None:
-                _add(self.col, where, f"{p}.layers: expected a list of layer indices or a slice 'a:b'", got=str(entry.get("layers")))
+                _add(self.col, Where(at.file, at.line, at.column, f"{p}.layers"), "layers must be a list of layer indices or a slice 'a:b'", expected="[i, …] or 'a:b'", got=type_name(entry.get("layers")))
                 ok = False
                 continue
             for layer in idx:
                 if not 0 <= layer < layers:
-                    _add(self.col, where, f"{p}: layer {layer} is outside 0..{layers - 1}")
+                    _add(self.col, at, f"layer {layer} is outside 0..{layers - 1}", expected=f"0..{layers - 1}", got=str(layer))
                     ok = False
                 elif result[layer] is not None:
-                    _add(self.col, where, f"{p}: layer {layer} is scheduled twice ({result[layer]} and {tname})")
+                    _add(self.col, at, f"layer {layer} is scheduled twice ({result[layer]} and {tname})", hint="every layer needs exactly one template")
                     ok = False
                 else:
                     result[layer] = tname
         missing = [i for i, t in enumerate(result) if t is None]
         if ok and missing:
-            _add(self.col, where, f"schedule of stack '{spec.name}' does not cover layers {_ranges(missing)}", hint="every layer needs exactly one template")
+            _add(self.col, where, f"schedule of stack '{spec.name}' does not cover layers {_ranges(missing)}", expected=f"layers 0..{layers - 1} (repeat = {layers})", got=f"{layers - len(missing)} scheduled",
+                 hint="every layer needs exactly one template; add an entry for the missing layers")
             ok = False
         unused = [t for t in templates if t not in result]
         if ok and unused and len(self.model.stacks) == 1:

@@ -19,6 +19,7 @@ from archsql.evaluator.primitives.base import Ctx, NodeShapeError, WeightDecl, g
 from archsql.schema.checks import Collector
 from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
 from archsql.schema.validate import _add, dim_symbols
+from archsql.schema.weight_axes import check_weight_axes
 
 MODEL_INPUT_SHAPES = {"input_ids": ("B", "s")}
 
@@ -143,7 +144,9 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
                                     column=node.where.column, path=node.where.path, expected=exc.expected, got=exc.got, hint=exc.hint))
             continue
         ctx.out = shape
-        results[node.uid] = NodeResult(node, ins, shape, sympy.sympify(prim.flops(ctx)), prim.weights(ctx), sympy.sympify(prim.copies(ctx)), sympy.sympify(prim.active_copies(ctx)))
+        weights = prim.weights(ctx)
+        col.issues.extend(check_weight_axes(node.spec, list(weights[0].axes) if weights else [], library.dims, symbols, binding))
+        results[node.uid] = NodeResult(node, ins, shape, sympy.sympify(prim.flops(ctx)), weights, sympy.sympify(prim.copies(ctx)), sympy.sympify(prim.active_copies(ctx)))
     for ref in program.outputs.values():
         if ref.kind == "stream":
             _stack_output(ref.name)

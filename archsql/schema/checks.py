@@ -29,10 +29,16 @@ class Collector:
             Issue(message, file=file, line=line, column=col, path=path, expected=expected, got=got, hint=hint)
         )
 
-    def keys(self, obj: Any, path: str, allowed: Iterable[str], required: Iterable[str] = (), what: str = "key") -> bool:
-        """Closed mapping check. Returns False when ``obj`` is not a mapping."""
+    def keys(self, obj: Any, path: str, allowed: Iterable[str], required: Iterable[str] = (), what: str = "key",
+             at: tuple[Any, str | int] | None = None) -> bool:
+        """Closed mapping check. Returns False when ``obj`` is not a mapping.
+
+        ``at`` = (parent, key) locates a scalar ``obj``, which carries no position itself."""
         if not isinstance(obj, dict):
-            self.add(obj, None, path, "expected a mapping", expected="mapping", got=type_name(obj))
+            if at is not None and not isinstance(obj, LocDict | LocList):
+                self.add(at[0], at[1], path, "expected a mapping", expected="mapping", got=type_name(obj), value=True)
+            else:
+                self.add(obj, None, path, "expected a mapping", expected="mapping", got=type_name(obj))
             return False
         allowed = list(allowed)
         for key in obj:

@@ -55,7 +55,8 @@ def _parse(text: str) -> ast.expr:
     if isinstance(text, int | float):
         text = repr(text)
     if not isinstance(text, str):
-        raise ExprSyntaxError(f"expected an expression string or number, got {type(text).__name__}")
+        kind = "a list" if isinstance(text, list) else "a mapping" if isinstance(text, dict) else "null" if text is None else type(text).__name__
+        raise ExprSyntaxError(f"expected an expression string or number, got {kind}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:

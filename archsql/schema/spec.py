@@ -59,6 +59,7 @@ class NodeSpec:
     dims: dict[str, Any] = field(default_factory=dict)
     dims_where: dict[str, Where] = field(default_factory=dict)
     weight_axes: Any = None
+    weight_axes_where: Where | None = None
     path: str | None = None
     role: str | None = None
 
@@ -103,6 +104,7 @@ class StackSpec:
     streams: dict[str, dict]
     schedule: Any
     where: Where
+    keys_where: dict[str, Where] = field(default_factory=dict)  # repeat/schedule/... -> where
 
 
 @dataclass
@@ -137,9 +139,10 @@ def _str_list(col: Collector, obj: LocDict, key: str, path: str) -> list[str]:
     return []
 
 
-def _parse_graph(col: Collector, obj: Any, path: str, allow_slot: bool, allow_stack: bool) -> dict[str, NodeSpec]:
+def _parse_graph(col: Collector, parent: Any, path: str, allow_slot: bool, allow_stack: bool) -> dict[str, NodeSpec]:
+    obj = parent.get("graph")
     if not isinstance(obj, dict) or not obj:
-        col.add(obj, None, path, "graph must be a non-empty mapping of node name → node", expected="mapping", got=type_name(obj))
+        col.add(parent, "graph", path, "graph must be a non-empty mapping of node name → node", expected="non-empty mapping", got=type_name(obj), value=obj is not None)
         return {}
     nodes: dict[str, NodeSpec] = {}
     for name, raw in obj.items():
@@ -148,7 +151,7 @@ def _parse_graph(col: Collector, obj: Any, path: str, allow_slot: bool, allow_st
         if not isinstance(name, str) or not name.replace("_", "a").isalnum():
             col.add(obj, name, npath, f"node name {name!r} must be an identifier", hint="use letters, digits and '_'")
             continue
-        if not col.keys(raw, npath, NODE_KEYS):
+        if not col.keys(raw, npath, NODE_KEYS, at=(obj, name)):
             continue
         node = NodeSpec(name=name, where=where)
         kinds = [k for k in ("op", "slot", "stack") if k in raw]
@@ -174,6 +177,8 @@ def _parse_graph(col: Collector, obj: Any, path: str, allow_slot: bool, allow_st
             if k in raw and col.type(raw, k, npath, (str,), "a string"):
                 setattr(node, k, raw[k])
         node.weight_axes = raw.get("weight_axes")
+        if "weight_axes" in raw:
+            node.weight_axes_where = _where(col.file, raw, "weight_axes", f"{npath}.weight_axes")
         if node.weight_axes is not None and not isinstance(node.weight_axes, list):
             col.add(raw, "weight_axes", f"{npath}.weight_axes", "weight_axes must be a list (one entry per weight axis)", expected="list", got=type_name(node.weight_axes), value=True)
         nodes[name] = node
@@ -233,7 +238,8 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
             slots = {k: [v] if isinstance(v, str) else list(v) for k, v in raw_slots.items()}
         else:
             col.add(data, "slots", "$.slots", "slots must map slot name → role (or list of roles)", expected="mapping of strings", got=type_name(raw_slots), value=True)
-    graph = _parse_graph(col, data.get("graph"), "$.graph", allow_slot=True, allow_stack=False)
+    # a missing graph is reported as a missing required key; do not report it twice
+    graph = _parse_graph(col, data, "$.graph", allow_slot=True, allow_stack=False) if "graph" in data else {}
     spec = ComponentSpec(
         name=path.stem,
         file=str(path),
@@ -249,7 +255,7 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
         spec.decode_variant = data["decode_variant"]
     if "cache" in data:
         cache = data["cache"]
-        if col.keys(cache, "$.cache", CACHE_KEYS, ("entries",)):
+        if col.keys(cache, "$.cache", CACHE_KEYS, ("entries",), at=(data, "cache")):
             spec.cache_family = str(cache.get("family", "kv"))
             entries = cache.get("entries")
             if not isinstance(entries, list):
@@ -257,7 +263,7 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
                 entries = []
             for i, entry in enumerate(entries):
                 p = f"$.cache.entries[{i}]"
-                if col.keys(entry, p, CACHE_ENTRY_KEYS, ("node", "kind")):
+                if col.keys(entry, p, CACHE_ENTRY_KEYS, ("node", "kind"), at=(entries, i)):
                     growth = entry.get("growth", "per_token")
                     if growth not in CACHE_GROWTHS:
                         col.add(entry, "growth", f"{p}.growth", f"unknown cache growth {growth!r}", expected=" | ".join(CACHE_GROWTHS), got=type_name(growth), value=True)
@@ -273,7 +279,7 @@ def _slot_fill(col: Collector, obj: Any, key: str, path: str) -> SlotFill | None
     where = _where(col.file, obj, key, path)
     if isinstance(raw, str):
         return SlotFill(raw, None, {}, where)
-    if col.keys(raw, path, SLOT_FILL_KEYS, ("component",)):
+    if col.keys(raw, path, SLOT_FILL_KEYS, ("component",), at=(obj, key)):
         rename = raw.get("rename") or {}
         if not isinstance(rename, dict):
             col.add(raw, "rename", f"{path}.rename", "rename maps path segment → checkpoint segment", expected="mapping", got=type_name(rename), value=True)
@@ -321,14 +327,19 @@ def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ..
 def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, Collector]:
     data = load_yaml(path) if data is None else data
     col = Collector(str(path))
+    before = len(col.issues)
     data = _resolve_extends(path, data, col)
-    if not col.keys(data, "$", MODEL_KEYS, ("model", "config", "dims", "templates", "graph", "outputs")):
+    # when the extends: target cannot be read, the inherited keys are missing: say only that
+    required = () if len(col.issues) > before else ("model", "config", "dims", "templates", "graph", "outputs")
+    if not col.keys(data, "$", MODEL_KEYS, required):
         return None, col
     for k in ("model", "config"):
-        col.type(data, k, "$", (str,), "a string")
+        if k in data or k in required:
+            col.type(data, k, "$", (str,), "a string")
     dims = data.get("dims")
     if not isinstance(dims, dict):
-        col.add(data, "dims", "$.dims", "dims must map dim → binding", expected="mapping", got=type_name(dims), value=True)
+        if "dims" in data:
+            col.add(data, "dims", "$.dims", "dims must map dim → binding", expected="mapping", got=type_name(dims), value=True)
         dims = {}
     components: dict[str, SlotFill] = {}
     if isinstance(data.get("components"), dict):
@@ -355,7 +366,7 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
                 if fill:
                     fills[slot] = fill
             templates[tname] = fills
-    else:
+    elif "templates" in data:
         col.add(data, "templates", "$.templates", "templates must be a non-empty mapping", expected="mapping", got=type_name(raw_templates), value=True)
     stacks: dict[str, StackSpec] = {}
     raw_stacks = data.get("stacks") or {}
@@ -364,12 +375,12 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         raw_stacks = {}
     for sname, raw in raw_stacks.items():
         spath = f"$.stacks.{sname}"
-        if not col.keys(raw, spath, STACK_KEYS, ("repeat", "streams", "schedule")):
+        if not col.keys(raw, spath, STACK_KEYS, ("repeat", "streams", "schedule"), at=(raw_stacks, sname)):
             continue
         streams = raw.get("streams")
-        if col.keys(streams, f"{spath}.streams", streams.keys() if isinstance(streams, dict) else (), what="stream"):
+        if col.keys(streams, f"{spath}.streams", streams.keys() if isinstance(streams, dict) else (), what="stream", at=(raw, "streams")):
             for stname, st in streams.items():
-                col.keys(st, f"{spath}.streams.{stname}", STREAM_KEYS, what="stream field")
+                col.keys(st, f"{spath}.streams.{stname}", STREAM_KEYS, what="stream field", at=(streams, stname))
         stacks[sname] = StackSpec(
             name=sname,
             repeat=raw.get("repeat"),
@@ -377,8 +388,9 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             streams=dict(streams) if isinstance(streams, dict) else {},
             schedule=raw.get("schedule"),
             where=_where(col.file, raw_stacks, sname, spath),
+            keys_where={k: _where(col.file, raw, k, f"{spath}.{k}") for k in raw},
         )
-    graph = _parse_graph(col, data.get("graph"), "$.graph", allow_slot=False, allow_stack=True)
+    graph = _parse_graph(col, data, "$.graph", allow_slot=False, allow_stack=True) if "graph" in data else {}
     spec = ModelSpec(
         name=str(data.get("model")),
         file=str(path),

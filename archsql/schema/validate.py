@@ -87,7 +87,7 @@ def check_graph(col: Collector, graph: Mapping[str, NodeSpec], inputs: list[str]
     for name in inputs:
         if name in graph:
             _add(col, where_root, f"'{name}' is both an input and a node", hint="rename the node")
-    for out in outputs:
+    for out in outputs if graph else ():  # an empty graph is reported where it is parsed
         if out not in graph:
             _add(col, where_outputs or where_root, f"output '{out}' is not a node", hint=did_you_mean(out, graph) or "list node names under outputs")
     # Kahn's algorithm
@@ -154,7 +154,7 @@ def check_component(col: Collector, comp: ComponentSpec, library) -> None:
             message, hint = unknown_name("role", node.role, roles)
             _add(col, node.where, message, hint=hint)
     check_graph(col, comp.graph, comp.inputs, comp.outputs, comp.where.get("outputs"), comp.where.get("graph", Where(comp.file, None, None, "$")))
-    for entry in comp.cache:
+    for entry in comp.cache if comp.graph else ():
         if entry.node not in comp.graph:
             _add(col, entry.where, f"cache entry names node '{entry.node}', which is not in the graph", hint=did_you_mean(entry.node, comp.graph))
     if comp.decode_variant and comp.decode_variant not in library.component_files:
@@ -200,7 +200,7 @@ def bind_dims(col: Collector, model: ModelSpec, config: Mapping[str, Any], libra
             _add(col, where, f"config key '{key}' is missing from {Path(model.config_file).name}", hint=(hint + " — or bind the dim to a number" if hint else "use 'config.<key> or <fallback>' or bind the dim to a number"))
             continue
         except ExprSyntaxError as exc:
-            _add(col, where, str(exc), got=type_name(text))
+            _add(col, where, str(exc), expected="a number or an expression over config.<key>", got=type_name(text))
             continue
         if isinstance(value, float) and value.is_integer():
             value = int(value)

@@ -86,10 +86,15 @@ def load_yaml_text(text: str, name: str) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        message = f"YAML syntax error: {exc.problem or exc}"
+        ctx = exc.context_mark
+        if exc.context and ctx is not None and exc.problem_mark is not None and ctx.line != exc.problem_mark.line:
+            # e.g. an unclosed '{' or quote: the parser notices on a later line; name both
+            message += f" ({exc.context} started at line {ctx.line + 1}, column {ctx.column + 1})"
         raise SpecError(
             issues=[
                 Issue(
-                    f"YAML syntax error: {exc.problem or exc}",
+                    message,
                     file=name,
                     line=line,
                     column=col,
@@ -112,22 +117,23 @@ def load_yaml_text(text: str, name: str) -> Any:
                     file=name,
                     line=line,
                     column=col,
+                    path=path,
                     hint="each key may appear once in a mapping; remove or rename one",
                 )
-                for key, line, col in duplicates
+                for key, line, col, path in duplicates
             ]
         )
     return data
 
 
-def _collect_duplicates(obj: Any, out: list) -> None:
+def _collect_duplicates(obj: Any, out: list, path: str = "$") -> None:
     if isinstance(obj, LocDict):
-        out.extend(getattr(obj, "_dup", []))
-        for v in obj.values():
-            _collect_duplicates(v, out)
+        out.extend((key, line, col, f"{path}.{key}") for key, line, col in getattr(obj, "_dup", []))
+        for k, v in obj.items():
+            _collect_duplicates(v, out, f"{path}.{k}")
     elif isinstance(obj, list):
-        for v in obj:
-            _collect_duplicates(v, out)
+        for i, v in enumerate(obj):
+            _collect_duplicates(v, out, f"{path}[{i}]")
 
 
 def load_yaml(path: str | Path) -> Any:
