@@ -3,7 +3,6 @@ cycles, slots, caches, config keys).  Each check adds located issues to a Collec
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -170,17 +169,26 @@ def _check_arity(col: Collector, node: NodeSpec, prim: type) -> None:
         _add(col, node.where, f"op '{prim.name}' takes {want} input(s)", expected=f"{want} input(s) under 'in:'", got=f"{len(node.inputs)}")
 
 
-def load_config(model: ModelSpec, configs_dir: Path, col: Collector) -> dict[str, Any]:
+def config_path(model: ModelSpec, configs_dir: Path) -> Path:
     path = Path(model.config_file)
-    if not path.is_absolute():
-        path = configs_dir / path
+    return path if path.is_absolute() else configs_dir / path
+
+
+def load_config(model: ModelSpec, configs_dir: Path, col: Collector) -> dict[str, Any]:
+    """The model's config.json; a missing file is reported at the spec's ``config:`` line."""
+    from archsql.errors import ConfigError
+    from archsql.ingest.hf_config import read_config
+
+    path = config_path(model, configs_dir)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        near = did_you_mean(path.name, [p.name for p in configs_dir.glob("*.json")]) if configs_dir.is_dir() else None
-        _add(col, model.where.get("config", Where(model.file, None, None, "$.config")), f"config file not found: {path}", hint=near or f"put the config.json under {configs_dir}")
-    except json.JSONDecodeError as exc:
-        _add(col, Where(str(path), exc.lineno, exc.colno, "$"), f"config is not valid JSON: {exc.msg}")
+        return read_config(path)
+    except ConfigError as exc:
+        issue = exc.issues[0]
+        if issue.message == "config file not found":
+            where = model.where.get("config", Where(model.file, None, None, "$.config"))
+            _add(col, where, f"config file not found: {path}", hint=issue.hint)
+        else:
+            col.issues.extend(exc.issues)
     return {}
 
 

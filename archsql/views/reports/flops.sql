@@ -1,4 +1,4 @@
--- FLOPs of one step of every model for every workload, from the pre-summed FLOP terms.
+-- FLOPs of one step of every model for every workload: the roles of flops_by_role summed.
 with
 
 models as (
@@ -16,15 +16,12 @@ workloads as (
     from base_workloads
 ),
 
-terms as (
+by_role as (
     select
         model,
-        phase,
-        e_B,
-        e_s,
-        e_c,
-        coef
-    from int_flop_terms_by_model
+        workload,
+        flops
+    from flops_by_role
 ),
 
 model_workloads as (
@@ -39,24 +36,12 @@ model_workloads as (
     cross join workloads as w
 ),
 
-term_values as (
-    select
-        mw.model,
-        mw.workload,
-        t.coef
-        * power(mw.batch, t.e_B)
-        * power(mw.new_tokens, t.e_s)
-        * power(mw.context, t.e_c) as flops
-    from model_workloads as mw
-    inner join terms as t on t.model = mw.model and t.phase = mw.phase
-),
-
 flops_per_workload as (
     select
         model,
         workload,
         sum(flops) as flops
-    from term_values
+    from by_role
     group by model, workload
 ),
 

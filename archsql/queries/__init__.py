@@ -1,0 +1,38 @@
+"""Saved named queries: one ``.sql`` file each, run read-only against the store.
+
+A report is just a query: ``archsql query NAME`` or :func:`run` runs one, :func:`saved`
+lists them with the first comment line as description.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from archsql.errors import QueryError, unknown_name
+
+QUERIES_DIR = Path(__file__).parent
+
+
+def saved() -> dict[str, str]:
+    """name -> description (the file's first ``--`` comment line)."""
+    out = {}
+    for path in sorted(QUERIES_DIR.glob("*.sql")):
+        first = path.read_text(encoding="utf-8").splitlines()[0] if path.stat().st_size else ""
+        out[path.stem] = first.removeprefix("--").strip()
+    return out
+
+
+def text(name: str) -> str:
+    path = QUERIES_DIR / f"{name}.sql"
+    if not path.is_file():
+        message, hint = unknown_name("saved query", name, saved())
+        raise QueryError(f"{message}; {hint}")
+    return path.read_text(encoding="utf-8")
+
+
+def run(name: str, db: str | Path | None = None) -> pa.Table:
+    from archsql.api import query
+
+    return query(text(name), db=db)

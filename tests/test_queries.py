@@ -1,0 +1,35 @@
+"""Saved queries run read-only against the catalog store."""
+
+from __future__ import annotations
+
+import pytest
+
+from archsql import queries
+from archsql.errors import QueryError
+
+
+@pytest.mark.parametrize("name", sorted(queries.saved()))
+def test_saved_query_runs(catalog_db, name):
+    table = queries.run(name, db=catalog_db)
+    assert table.num_rows > 0
+    assert queries.saved()[name]  # every saved query describes itself
+
+
+def test_summary_has_one_row_per_model(catalog_db):
+    rows = queries.run("summary", db=catalog_db).to_pylist()
+    assert len(rows) == 12
+    llama = next(r for r in rows if r["model"] == "Meta-Llama-3.1-8B")
+    assert llama["kv_bytes_per_token_bf16"] == 131_072 and llama["params"] == 8_030_261_248
+
+
+def test_attention_share_grows_with_context(catalog_db):
+    rows = [r for r in queries.run("attention_share", db=catalog_db).to_pylist()
+            if r["model"] == "Meta-Llama-3.1-8B" and r["workload"].startswith("decode_b1_")]
+    by_context = sorted((r["context"], r["attention_share"]) for r in rows)
+    shares = [s for _, s in by_context]
+    assert len(shares) >= 3 and shares == sorted(shares) and 0 < shares[0] < shares[-1] < 1
+
+
+def test_unknown_saved_query_suggests_the_name():
+    with pytest.raises(QueryError, match="did you mean 'summary'"):
+        queries.text("sumary")
