@@ -22,6 +22,7 @@ from archsql.schema.validate import (
     bind_dims,
     check_graph,
     check_node_params,
+    config_path,
     load_config,
 )
 
@@ -52,6 +53,9 @@ def evaluate(model: str | Path, library=None) -> Analysis:
             else:
                 check_node_params(col, node, prims[node.op], library.dims)
                 _check_arity(col, node, prims[node.op])
+        if node.role is not None and node.role not in library.roles:
+            message, hint = unknown_name("role", node.role, library.roles)
+            _add(col, node.where, message, hint=hint)
     for slot, fill in [*spec.components.items(), *((s, f) for t in spec.templates.values() for s, f in t.items())]:
         if fill.component not in library.component_files:
             message, hint = unknown_name("component", fill.component, library.component_files)
@@ -72,11 +76,8 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         walks[phase] = walk(program, library, dims, col)
         if col.issues:
             raise ShapeError(issues=_dedupe(col.issues))
-    config_path = Path(spec.config_file)
-    if not config_path.is_absolute():
-        config_path = library.configs_dir / config_path
     try:
-        tables = build_tables(spec.name, spec, str(config_path), dims, walks, library)
+        tables = build_tables(spec.name, spec, str(config_path(spec, library.configs_dir)), dims, walks, library)
     except (ValueError, TypeError, ArithmeticError) as exc:  # pragma: no cover - engine bug guard
         raise EvaluationError(f"{spec.file}: cannot evaluate model '{spec.name}': {exc}") from exc
     return Analysis(spec.name, dims, walks, tables)
