@@ -40,8 +40,9 @@ class Issue:
         if self.path:
             head += f" {self.path}"
         text = f"{head}: {self.message}"
-        if self.expected is not None or self.got is not None:
-            text += f" (expected {self.expected}, got {self.got})"
+        parts = [f"{k} {v}" for k, v in (("expected", self.expected), ("got", self.got)) if v is not None]
+        if parts:
+            text += f" ({', '.join(parts)})"
         if self.hint:
             text += f"\n    hint: {self.hint}"
         return text

@@ -626,3 +626,10 @@ def test_several_errors_in_one_model_are_reported_together(specs):
         assert f"did you mean {fix}?" in str(exc)
     assert_all_located(exc)
 
+
+
+def test_issue_render_shows_only_what_is_known():
+    from archsql.errors import Issue
+
+    assert Issue("m", file="f.yaml", line=3, got="x").render() == "f.yaml:3: m (got x)"
+    assert Issue("m", file="f.yaml", expected="y", got="x").render() == "f.yaml: m (expected y, got x)"

@@ -199,7 +199,7 @@ def bind_dims(col: Collector, model: ModelSpec, config: Mapping[str, Any], libra
         where = model.dims_where[dim]
         if dim not in library.dims:
             message, hint = unknown_name("dim", dim, library.dims)
-            _add(col, where, message, hint=(hint + "; new dims are declared in archsql/specs/dims.yaml"))
+            _add(col, where, message, hint=f"{hint} (new dims are declared in archsql/specs/dims.yaml)")
             continue
         try:
             value = eval_binding(text, config)
