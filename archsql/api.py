@@ -86,7 +86,8 @@ def check_read_only(sql: str) -> None:
         statements = sqlglot.parse(sql, read="duckdb")
     except sqlglot.errors.ParseError as exc:
         raise QueryError(f"cannot parse SQL: {exc.errors[0]['description'] if exc.errors else exc}") from None
-    allowed = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Describe, exp.Show, exp.Values, exp.Table)
+    allowed = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Describe, exp.Show, exp.Values, exp.Table,
+               *(getattr(exp, name) for name in ("Summarize",) if hasattr(exp, name)))
     for stmt in statements:
         if stmt is None:
             continue
@@ -111,8 +112,11 @@ def query(sql: str, db: str | Path | None = None) -> pa.Table:
     check_read_only(sql)
     con = connect(Path(db) if db else default_db(), read_only=True)
     try:
+        con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
         rel = con.sql(sql)
         return rel.to_arrow_table() if rel is not None else pa.table({})
+    except duckdb.PermissionException as exc:
+        raise UnsafeSQLError(f"archsql sql only queries the store: {exc}") from None
     except duckdb.Error as exc:
         raise QueryError(f"query failed: {exc}") from None
     finally:
@@ -166,7 +170,7 @@ def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | N
     w = analysis.walks[phase]
     results = w.results
     if node is not None:
-        matches = [uid for uid in results if uid == node or uid.endswith(node)]
+        matches = [uid for uid in results if uid == node or uid.endswith(("." + node, "/" + node))]
         if not matches:
             from archsql.errors import unknown_name
 

@@ -36,10 +36,10 @@ class Issue:
         return loc
 
     def render(self) -> str:
-        head = self.location()
+        head = self.location() if self.file or self.line is not None else ""
         if self.path:
-            head += f" {self.path}"
-        text = f"{head}: {self.message}"
+            head = f"{head} {self.path}".strip()
+        text = f"{head}: {self.message}" if head else self.message
         parts = [f"{k} {v}" for k, v in (("expected", self.expected), ("got", self.got)) if v is not None]
         if parts:
             text += f" ({', '.join(parts)})"

@@ -113,3 +113,25 @@ def test_weight_axes_are_checked(tmp_path, old, new, message):
     assert message in text
     assert f"gqa_broken.yaml:{line}:" in text
     assert "$.graph.q_proj.weight_axes" in text
+
+
+def test_lm_head_samples_last_position_in_prefill_every_new_position_in_decode():
+    from archsql.api import formula
+    from archsql.schema.expr import RUNTIME_SYMBOLS
+
+    s = RUNTIME_SYMBOLS["s"]
+    _, prefill = formula("Meta-Llama-3.1-8B", "flops", "prefill", node="lm_head")
+    _, decode = formula("Meta-Llama-3.1-8B", "flops", "decode", node="lm_head")
+    per_position = 2 * 4096 * 128256  # 2 · d_model · vocab (config.json)
+    assert prefill == per_position * RUNTIME_SYMBOLS["B"]
+    assert decode == per_position * RUNTIME_SYMBOLS["B"] * s  # speculative decode verifies s tokens
+
+
+def test_explain_node_matches_whole_path_segments():
+    from archsql.api import explain
+    from archsql.errors import QueryError
+
+    q = explain("Meta-Llama-3.1-8B", "params", node="q_proj")
+    assert q.value == 32 * 4096 * 4096
+    with pytest.raises(QueryError, match="unknown node 'proj'"):
+        explain("Meta-Llama-3.1-8B", "params", node="proj")

@@ -37,10 +37,11 @@ def evaluate_terms(rows, batch: int, new_tokens: int, context: int) -> float:
 
 
 class DuckDBPrinter(StrPrinter):
-    """Prints a bound expression as DuckDB SQL over the workloads columns."""
+    """Prints a bound expression as DuckDB SQL over the workloads columns (evaluated in
+    DOUBLE: coefficients times BIGINT columns overflow 64-bit integers)."""
 
     def _print_Symbol(self, expr):
-        return WORKLOAD_COLUMNS.get(expr, expr.name)
+        return f"{WORKLOAD_COLUMNS.get(expr, expr.name)}::DOUBLE"
 
     def _print_Rational(self, expr):
         return f"({expr.p}.0/{expr.q})"

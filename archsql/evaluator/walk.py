@@ -136,7 +136,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
                 ctx_dims[pname] = axis
         if not ok:
             continue
-        ctx = Ctx(ctx_dims, ins, node.uid)  # type: ignore[arg-type]
+        ctx = Ctx(ctx_dims, ins, node.uid, phase=program.phase)  # type: ignore[arg-type]
         try:
             shape = prim.output_shape(ctx)
         except NodeShapeError as exc:

@@ -72,6 +72,7 @@ class Ctx:
     ins: list[list[Axis]]
     node: str = ""
     out: list[Axis] = field(default_factory=list)
+    phase: str = "prefill"  # prefill | decode: a few rules differ (which positions are sampled)
 
     def dim(self, name: str) -> Axis:
         return self.dims[name]  # type: ignore[return-value]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import NewDim, Singleton, keep
+from archsql.evaluator.dimmap import InputDim, NewDim, Singleton, keep
 from archsql.evaluator.primitives.base import (
     Ctx,
     Param,
@@ -75,10 +75,12 @@ class Embedding(Primitive):
 
 
 class LmHead(Primitive):
-    """Logits for the last position of each request: [B, s, d] → [B, 1, vocab].
+    """Logits where tokens are sampled: [B, s, d] → [B, positions, vocab].
 
-    Serving engines compute logits only where a token is sampled, so prefill and decode
-    both cost 2·B·d·vocab.  ``tied: 1`` reuses the embedding matrix (no weight of its own).
+    Serving engines compute logits only where a token is sampled: prefill samples the last
+    position of each request (2·B·d·vocab); decode samples every new position (2·B·s·d·vocab
+    — s = 1 normally, s > 1 when speculative tokens are verified).  ``tied: 1`` reuses the
+    embedding matrix (no weight of its own).
     """
 
     shape_kind = "contract"
@@ -94,7 +96,8 @@ class LmHead(Primitive):
         expect_axis(ctx, 0, -1, ctx.dim("d_model"), "lm_head input features")
 
     def dimmap(self, ctx: Ctx):
-        return (*keep(0, 1), Singleton(), NewDim(ctx.dim("vocab")))
+        positions = Singleton() if ctx.phase == "prefill" else InputDim(0, 1)
+        return (*keep(0, 1), positions, NewDim(ctx.dim("vocab")))
 
     def weights(self, ctx: Ctx) -> list[WeightDecl]:
         if ctx.flag("tied"):
@@ -102,7 +105,7 @@ class LmHead(Primitive):
         return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")))]
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
-        return 2 * ctx.ins[0][0].expr * ctx.e("d_model") * ctx.e("vocab")
+        return 2 * leading(ctx.out) * ctx.e("d_model") * ctx.e("vocab")
 
 
 class ExpertLinear(Primitive):

@@ -1,0 +1,353 @@
+"""The ``archsql`` command line: build the store, query it, export it, explain a number.
+
+Every command is a thin shell over :mod:`archsql.api`; numbers come from the store's
+views or from :func:`archsql.api.explain`, never recomputed here.  An
+:class:`~archsql.errors.ArchsqlError` is printed without a traceback (exit code 2);
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pyarrow as pa
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from archsql import __version__, api
+from archsql.errors import ArchsqlError
+from archsql.schema.tables import PHASES
+
+USER_ERROR = 2
+FORMATS = ("table", "csv", "json", "parquet")
+
+# `archsql build` prints the saved query archsql/queries/summary.sql.
+SUMMARY_QUERY = "summary"
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _console(stderr: bool = False) -> Console:
+    """A rich console; off a terminal, tables keep their natural width (no wrapping)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(file=stream, stderr=stderr)
+    return Console(file=stream, width=100_000, color_system=None, highlight=False)
+
+
+def human(n: float | int | None) -> str:
+    """8030261248 → '8.03 B': three significant digits and a K/M/B/T suffix."""
+    if n is None:
+        return "—"
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= scale:
+            return f"{_sig3(n / scale)} {suffix}"
+    return f"{n:g}" if isinstance(n, float) else str(n)
+
+
+def human_bytes(n: float | int | None) -> str:
+    """131072 → '128 KiB' (binary units)."""
+    if n is None:
+        return "—"
+    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(n) >= scale:
+            return f"{_sig3(n / scale)} {suffix}"
+    return f"{n:g} B"
+
+
+def _sig3(x: float) -> str:
+    text = f"{x:.3g}"
+    return f"{float(text):.0f}" if "e" in text else text
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and abs(value) < 1e18 else f"{value:.6g}"
+    return str(value)
+
+
+def _rich_table(table: pa.Table, title: str | None = None) -> Table:
+    out = Table(title=title, header_style="bold")
+    for field in table.schema:
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)
+        out.add_column(Text(field.name), justify="right" if numeric else "left")
+    for row in table.to_pylist():
+        out.add_row(*(Text(_cell(v)) for v in row.values()))
+    return out
+
+
+def _flat(table: pa.Table) -> pa.Table:
+    """Nested and binary columns (weights.shape, …) as JSON text, so CSV can hold them."""
+    for i, field in enumerate(table.schema):
+        t = field.type
+        if pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            text = [None if v is None else json.dumps(v, default=str) for v in table.column(i).to_pylist()]
+            table = table.set_column(i, pa.field(field.name, pa.string()), pa.array(text, pa.string()))
+    return table
+
+
+def _write_text(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------- the group
+
+
+class _Group(click.Group):
+    """Prints archsql's own errors as one message, no traceback, exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ArchsqlError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(USER_ERROR)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The DuckDB store [default: $ARCHSQL_DB or ./archsql.duckdb].",
+)
+@click.version_option(__version__, prog_name="archsql")
+@click.pass_context
+def cli(ctx: click.Context, db: Path | None) -> None:
+    """archsql: LLM architecture specs evaluated once into DuckDB; every cost question is SQL."""
+    ctx.obj = db if db is not None else api.default_db()
+
+
+# ---------------------------------------------------------------------------- build
+
+
+@cli.command()
+@click.argument("models", nargs=-1)
+@click.pass_obj
+def build(db: Path, models: tuple[str, ...]) -> None:
+    """Evaluate models into the store and print the summary.
+
+    MODELS are catalog names or paths to model .yaml files; default: the whole catalog.
+    """
+    from archsql.specs import default_library
+
+    names = list(models) or api.catalog()
+    library = default_library()
+    for name in names:  # an unknown name fails before any work, with a "did you mean"
+        library.model_path(name)
+    err = _console(stderr=True)
+    with Progress(
+        TextColumn("[bold]{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=err.is_terminal,
+    ) as bar:
+        task = bar.add_task("evaluating", total=len(names))
+
+        def step(model: str) -> None:
+            bar.advance(task)
+            done = bar.tasks[0].completed >= len(names)
+            bar.update(task, description="writing the store" if done else f"evaluated {model}")
+
+        report = api.build(names, db=db, progress=step)
+    from archsql import queries
+
+    summary = queries.run(SUMMARY_QUERY, db=report.db).to_pylist()
+    built = set(report.models)
+    shown = [row for row in summary if row["model"] in built]
+    table = Table(title=f"{_plural(len(shown), 'model')} in {report.db}", header_style="bold")
+    for name, justify in (("model", "left"), ("params", "right"), ("active params", "right"), ("layers", "right"),
+                          ("hidden size", "right"), ("KV / token (bf16)", "right")):
+        table.add_column(name, justify=justify)
+    for row in shown:
+        table.add_row(row["model"], human(row["params"]), human(row["active_params"]), str(row["layers"]),
+                      str(row["hidden_size"]), human_bytes(row["kv_bytes_per_token_bf16"]))
+    out = _console()
+    out.print(table)
+    others = len(summary) - len(shown)
+    note = f" (the store also holds {_plural(others, 'other model')})" if others else ""
+    out.print(f"built {_plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}")
+
+
+# ---------------------------------------------------------------------------- sql
+
+
+_FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                              help="Output format.")
+_OUTPUT_OPTION = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                              help="Write to this file instead of stdout (required for parquet).")
+
+
+def _emit(result: pa.Table, fmt: str, output: Path | None) -> None:
+    """Print or write a query result in one of FORMATS."""
+    if fmt == "table":
+        if output is None:
+            _console().print(_rich_table(result))
+        else:
+            buffer = io.StringIO()
+            Console(file=buffer, width=100_000, color_system=None).print(_rich_table(result))
+            output.write_text(buffer.getvalue(), encoding="utf-8")
+    elif fmt == "csv":
+        sink = io.StringIO()
+        writer = csv.writer(sink, lineterminator="\n")
+        flat = _flat(result)
+        writer.writerow(flat.column_names)
+        writer.writerows(["" if v is None else v for v in row.values()] for row in flat.to_pylist())
+        _write_text(sink.getvalue(), output)
+    elif fmt == "json":
+        rows = [json.dumps(row, default=str) for row in result.to_pylist()]
+        _write_text("[\n" + ",\n".join(f"  {r}" for r in rows) + ("\n]\n" if rows else "]\n"), output)
+    else:
+        import pyarrow.parquet as pq
+
+        pq.write_table(result, str(output))
+    if output is not None:
+        click.echo(f"wrote {result.num_rows} rows to {output}", err=True)
+
+
+def _check_format(fmt: str, output: Path | None) -> None:
+    if fmt == "parquet" and output is None:
+        raise click.UsageError("--format parquet needs --output FILE")
+
+
+@cli.command()
+@click.argument("query")
+@_FORMAT_OPTION
+@_OUTPUT_OPTION
+@click.pass_obj
+def sql(db: Path, query: str, fmt: str, output: Path | None) -> None:
+    """Run a read-only QUERY over the store's tables and views."""
+    _check_format(fmt, output)
+    _emit(api.query(query, db=db), fmt, output)
+
+
+@cli.command("query")
+@click.argument("name", required=False)
+@_FORMAT_OPTION
+@_OUTPUT_OPTION
+@click.pass_obj
+def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> None:
+    """Run a saved query (archsql/queries/NAME.sql); without NAME, list them."""
+    from archsql import queries
+
+    if name is None:
+        table = Table(header_style="bold")
+        table.add_column("query")
+        table.add_column("description")
+        for query_name, description in queries.saved().items():
+            table.add_row(query_name, Text(description))
+        _console().print(table)
+        return
+    _check_format(fmt, output)
+    _emit(queries.run(name, db=db), fmt, output)
+
+
+# ---------------------------------------------------------------------------- export
+
+
+@cli.command()
+@click.option("--parquet", "directory", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory to write <name>.parquet into (created if missing).")
+@click.pass_obj
+def export(db: Path, directory: Path) -> None:
+    """Write every table and view of the store as DIR/<name>.parquet."""
+    from archsql.store import connect
+
+    con = connect(db, read_only=True)
+    try:
+        relations = con.execute(
+            "select table_name, table_type from information_schema.tables "
+            "where table_catalog = current_database() and table_schema = 'main' order by table_name"
+        ).fetchall()
+        directory.mkdir(parents=True, exist_ok=True)
+        table = Table(title=f"{len(relations)} files in {directory}", header_style="bold")
+        for name, justify in (("name", "left"), ("kind", "left"), ("rows", "right"), ("file", "left")):
+            table.add_column(name, justify=justify)
+        for name, kind in relations:
+            path = directory / f"{name}.parquet"
+            quoted = str(path).replace("'", "''")
+            con.execute(f"copy (select * from \"{name}\") to '{quoted}' (format parquet)")
+            rows = con.execute(f'select count(*) from "{name}"').fetchone()[0]
+            table.add_row(name, "view" if kind == "VIEW" else "table", str(rows), str(path))
+    finally:
+        con.close()
+    _console().print(table)
+
+
+# ---------------------------------------------------------------------------- explain
+
+
+@cli.command()
+@click.argument("model")
+@click.argument("quantity", default="flops")
+@click.option("--node", default=None, help="Only nodes whose uid ends with NODE (e.g. q_proj).")
+@click.option("--phase", type=click.Choice(PHASES), default="prefill", show_default=True)
+@click.option("-B", "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="B: requests in the step.")
+@click.option("-s", "--new-tokens", type=click.IntRange(min=1), default=None,
+              help="s: new tokens per request [default: 2048 in prefill, 1 in decode].")
+@click.option("-c", "--context", type=click.IntRange(min=1), default=None,
+              help="c: tokens attended after the step [default: s in prefill, 2048 in decode].")
+def explain(model: str, quantity: str, node: str | None, phase: str, batch: int,
+            new_tokens: int | None, context: int | None) -> None:
+    """Print the formula and value of a model quantity.
+
+    QUANTITY: flops (default), params, active_params or kv_elements_per_token.
+    MODEL: a catalog name or a path to a model .yaml.
+    """
+    e = api.explain(model, quantity, node=node, phase=phase, batch=batch, new_tokens=new_tokens, context=context)
+    out = _console()
+    scope = f" of nodes ending in '{e.node}'" if e.node else ""
+    where = f", {e.phase}" if e.phase else ""
+    out.print(f"[bold]{e.model}[/bold]: {e.quantity}{scope}{where}")
+    out.print(f"  formula   {e.formula}", markup=False)
+    out.print(f"  bound     {e.bound}", markup=False)
+    if e.phase is not None:
+        out.print("  workload  " + ", ".join(f"{k} = {v}" for k, v in e.workload.items()), markup=False)
+    else:
+        out.print("  workload  (does not depend on the workload)", markup=False)
+    value = f"{e.value:.0f}" if e.value.is_integer() else f"{e.value:g}"
+    out.print(f"  value     {value}  ({human(e.value)})", markup=False)
+
+
+# ---------------------------------------------------------------------------- models
+
+
+@cli.command()
+def models() -> None:
+    """List the bundled catalog of models."""
+    from archsql.specs import default_library
+
+    library = default_library()
+    table = Table(header_style="bold")
+    for column in ("model", "hf_id", "spec file", "description"):
+        table.add_column(column)
+    for name in api.catalog():
+        spec = library.model(name)
+        table.add_row(name, spec.hf_id, Path(spec.file).name, " ".join(spec.doc.split()))
+    _console().print(table)
+
+
+def main() -> None:
+    """Entry point of the ``archsql`` script."""
+    cli(prog_name="archsql")
+
