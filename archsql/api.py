@@ -47,7 +47,9 @@ class BuildReport:
     evaluate_seconds: dict[str, float]
 
 
-def evaluate_all(models: Sequence[str] | None = None, progress: Callable[[str], None] | None = None) -> tuple[dict[str, pa.Table], dict[str, float]]:
+def evaluate_all(
+    models: Sequence[str] | None = None, progress: Callable[[str], None] | None = None
+) -> tuple[dict[str, pa.Table], dict[str, float]]:
     """Evaluate models and concatenate their tables (schema order kept)."""
     names = list(models) if models else catalog()
     parts: dict[str, list[pa.Table]] = {name: [] for name in TABLES}
@@ -63,7 +65,9 @@ def evaluate_all(models: Sequence[str] | None = None, progress: Callable[[str], 
     return {name: pa.concat_tables(p) if p else TABLES[name].empty_table() for name, p in parts.items()}, timings
 
 
-def build(models: Sequence[str] | None = None, db: str | Path | None = None, progress: Callable[[str], None] | None = None) -> BuildReport:
+def build(
+    models: Sequence[str] | None = None, db: str | Path | None = None, progress: Callable[[str], None] | None = None
+) -> BuildReport:
     """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``."""
     from archsql.store import write_store
 
@@ -86,21 +90,43 @@ def check_read_only(sql: str) -> None:
         statements = sqlglot.parse(sql, read="duckdb")
     except sqlglot.errors.ParseError as exc:
         raise QueryError(f"cannot parse SQL: {exc.errors[0]['description'] if exc.errors else exc}") from None
-    allowed = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Describe, exp.Show, exp.Values, exp.Table,
-               *(getattr(exp, name) for name in ("Summarize",) if hasattr(exp, name)))
+    allowed = (
+        exp.Select,
+        exp.Union,
+        exp.Intersect,
+        exp.Except,
+        exp.Describe,
+        exp.Show,
+        exp.Values,
+        exp.Table,
+        *(getattr(exp, name) for name in ("Summarize",) if hasattr(exp, name)),
+    )
     for stmt in statements:
         if stmt is None:
             continue
-        if not isinstance(stmt, allowed) and not (isinstance(stmt, exp.Command) and stmt.name.upper() in ("SUMMARIZE", "DESCRIBE", "SHOW")):
+        if not isinstance(stmt, allowed) and not (
+            isinstance(stmt, exp.Command) and stmt.name.upper() in ("SUMMARIZE", "DESCRIBE", "SHOW")
+        ):
             kind = stmt.key.upper()
-            raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement",
-                                 issues=[])
+            raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement", issues=[])
         for node in stmt.walk():
             if isinstance(node, exp.Anonymous | exp.Func) and node.sql_name().lower() in _FILE_FUNCS:
-                raise UnsafeSQLError(f"'{node.sql_name().lower()}' reads or writes files; archsql sql only queries the store")
+                raise UnsafeSQLError(
+                    f"'{node.sql_name().lower()}' reads or writes files; archsql sql only queries the store"
+                )
 
 
-_FILE_FUNCS = {"read_csv", "read_csv_auto", "read_parquet", "read_json", "read_json_auto", "read_text", "read_blob", "glob", "copy"}
+_FILE_FUNCS = {
+    "read_csv",
+    "read_csv_auto",
+    "read_parquet",
+    "read_json",
+    "read_json_auto",
+    "read_text",
+    "read_blob",
+    "glob",
+    "copy",
+}
 
 
 def query(sql: str, db: str | Path | None = None) -> pa.Table:
@@ -151,7 +177,9 @@ def _evaluated(model: str) -> Analysis:
     return evaluate(model)
 
 
-def formula(model: str, quantity: str = "flops", phase: str = "prefill", node: str | None = None) -> tuple[sympy.Expr, sympy.Expr]:
+def formula(
+    model: str, quantity: str = "flops", phase: str = "prefill", node: str | None = None
+) -> tuple[sympy.Expr, sympy.Expr]:
     """(symbolic, bound) sympy expressions of a model quantity — the expressions the stored
     term rows were made from.  ``bound`` keeps only the runtime symbols B, s, c."""
     if quantity not in QUANTITIES:
@@ -191,8 +219,16 @@ def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | N
     return total
 
 
-def explain(model: str, quantity: str = "flops", *, node: str | None = None, phase: str = "prefill",
-            batch: int = 1, new_tokens: int | None = None, context: int | None = None) -> Explanation:
+def explain(
+    model: str,
+    quantity: str = "flops",
+    *,
+    node: str | None = None,
+    phase: str = "prefill",
+    batch: int = 1,
+    new_tokens: int | None = None,
+    context: int | None = None,
+) -> Explanation:
     """The formula of a model quantity (whole model, or nodes whose uid ends with ``node``)
     and its value at a workload."""
     expr, bound = formula(model, quantity, phase, node)
@@ -202,8 +238,29 @@ def explain(model: str, quantity: str = "flops", *, node: str | None = None, pha
         raise QueryError(f"context ({c}) must be at least the new tokens ({s}): c counts cached plus new tokens")
     workload = {"B": batch, "s": s, "c": c}
     value = bound.xreplace({RUNTIME_SYMBOLS[k]: sympy.Integer(v) for k, v in workload.items()})
-    return Explanation(_evaluated(str(model)).model, quantity, phase if quantity == "flops" else None, node,
-                       display(expr), display(bound), workload, float(value))
+    return Explanation(
+        _evaluated(str(model)).model,
+        quantity,
+        phase if quantity == "flops" else None,
+        node,
+        display(expr),
+        display(bound),
+        workload,
+        float(value),
+    )
 
 
-__all__ = ["ArchsqlError", "BuildReport", "Explanation", "build", "catalog", "check_read_only", "default_db", "evaluate", "explain", "formula", "query", "to_polars"]
+__all__ = [
+    "ArchsqlError",
+    "BuildReport",
+    "Explanation",
+    "build",
+    "catalog",
+    "check_read_only",
+    "default_db",
+    "evaluate",
+    "explain",
+    "formula",
+    "query",
+    "to_polars",
+]

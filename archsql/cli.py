@@ -176,12 +176,24 @@ def build(db: Path, models: tuple[str, ...]) -> None:
     built = set(report.models)
     shown = [row for row in summary if row["model"] in built]
     table = Table(title=f"{_plural(len(shown), 'model')} in {report.db}", header_style="bold")
-    for name, justify in (("model", "left"), ("params", "right"), ("active params", "right"), ("layers", "right"),
-                          ("hidden size", "right"), ("KV / token (bf16)", "right")):
+    for name, justify in (
+        ("model", "left"),
+        ("params", "right"),
+        ("active params", "right"),
+        ("layers", "right"),
+        ("hidden size", "right"),
+        ("KV / token (bf16)", "right"),
+    ):
         table.add_column(name, justify=justify)
     for row in shown:
-        table.add_row(row["model"], human(row["params"]), human(row["active_params"]), str(row["layers"]),
-                      str(row["hidden_size"]), human_bytes(row["kv_bytes_per_token_bf16"]))
+        table.add_row(
+            row["model"],
+            human(row["params"]),
+            human(row["active_params"]),
+            str(row["layers"]),
+            str(row["hidden_size"]),
+            human_bytes(row["kv_bytes_per_token_bf16"]),
+        )
     out = _console()
     out.print(table)
     others = len(summary) - len(shown)
@@ -192,10 +204,16 @@ def build(db: Path, models: tuple[str, ...]) -> None:
 # ---------------------------------------------------------------------------- sql
 
 
-_FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                              help="Output format.")
-_OUTPUT_OPTION = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                              help="Write to this file instead of stdout (required for parquet).")
+_FORMAT_OPTION = click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format."
+)
+_OUTPUT_OPTION = click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write to this file instead of stdout (required for parquet).",
+)
 
 
 def _emit(result: pa.Table, fmt: str, output: Path | None) -> None:
@@ -266,8 +284,13 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
 
 
 @cli.command()
-@click.option("--parquet", "directory", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Directory to write <name>.parquet into (created if missing).")
+@click.option(
+    "--parquet",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory to write <name>.parquet into (created if missing).",
+)
 @click.pass_obj
 def export(db: Path, directory: Path) -> None:
     """Write every table and view of the store as DIR/<name>.parquet."""
@@ -302,13 +325,26 @@ def export(db: Path, directory: Path) -> None:
 @click.argument("quantity", default="flops")
 @click.option("--node", default=None, help="Only nodes whose uid ends with NODE (e.g. q_proj).")
 @click.option("--phase", type=click.Choice(PHASES), default="prefill", show_default=True)
-@click.option("-B", "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="B: requests in the step.")
-@click.option("-s", "--new-tokens", type=click.IntRange(min=1), default=None,
-              help="s: new tokens per request [default: 2048 in prefill, 1 in decode].")
-@click.option("-c", "--context", type=click.IntRange(min=1), default=None,
-              help="c: tokens attended after the step [default: s in prefill, 2048 in decode].")
-def explain(model: str, quantity: str, node: str | None, phase: str, batch: int,
-            new_tokens: int | None, context: int | None) -> None:
+@click.option(
+    "-B", "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="B: requests in the step."
+)
+@click.option(
+    "-s",
+    "--new-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="s: new tokens per request [default: 2048 in prefill, 1 in decode].",
+)
+@click.option(
+    "-c",
+    "--context",
+    type=click.IntRange(min=1),
+    default=None,
+    help="c: tokens attended after the step [default: s in prefill, 2048 in decode].",
+)
+def explain(
+    model: str, quantity: str, node: str | None, phase: str, batch: int, new_tokens: int | None, context: int | None
+) -> None:
     """Print the formula and value of a model quantity.
 
     QUANTITY: flops (default), params, active_params or kv_elements_per_token.
@@ -350,4 +386,3 @@ def models() -> None:
 def main() -> None:
     """Entry point of the ``archsql`` script."""
     cli(prog_name="archsql")
-

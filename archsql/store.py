@@ -47,9 +47,7 @@ _DEFAULTS = {
 _BUILD_HINT = "run `archsql build` to create the store"
 
 
-def write_store(
-    db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True
-) -> None:
+def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True) -> None:
     """Write evaluated tables (all models concatenated) into the DuckDB file at ``db_path``.
 
     Rows of the models present in ``tables`` replace that model's rows already in the
@@ -60,16 +58,10 @@ def write_store(
     unknown = sorted(set(tables) - set(TABLES) - set(PARAMETER_TABLES))
     if unknown:
         known = [*TABLES, *PARAMETER_TABLES]
-        raise StoreError(
-            issues=[
-                Issue(f"unknown table '{name}'", hint=did_you_mean(name, known)) for name in unknown
-            ]
-        )
+        raise StoreError(issues=[Issue(f"unknown table '{name}'", hint=did_you_mean(name, known)) for name in unknown])
     evaluated = {name: _conform(name, schema, tables.get(name)) for name, schema in TABLES.items()}
     params = {n: _conform(n, s, tables[n]) for n, s in PARAMETER_TABLES.items() if n in tables}
-    models = sorted(
-        {m for t in evaluated.values() for m in t.column("model").unique().to_pylist() if m}
-    )
+    models = sorted({m for t in evaluated.values() for m in t.column("model").unique().to_pylist() if m})
 
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,8 +199,7 @@ def _insert_arrow(con, name: str, table: pa.Table, *, create: bool) -> None:
 
 def _record_meta(con, models: list[str]) -> None:
     con.execute(
-        "create table if not exists store_meta "
-        "(archsql_version varchar, built_at_utc timestamp, models varchar[])"
+        "create table if not exists store_meta (archsql_version varchar, built_at_utc timestamp, models varchar[])"
     )
     built = datetime.now(UTC).replace(tzinfo=None)
     con.execute("insert into store_meta values (?, ?, ?)", [__version__, built, models])

@@ -47,8 +47,9 @@ def random_workloads(n: int, seed: int) -> pa.Table:
         else:
             new_tokens = 1
             context = rng.randint(1, 131072)
-        rows.append({"workload": f"w{i:05d}", "phase": phase, "batch": batch,
-                     "new_tokens": new_tokens, "context": context})
+        rows.append(
+            {"workload": f"w{i:05d}", "phase": phase, "batch": batch, "new_tokens": new_tokens, "context": context}
+        )
     return pa.Table.from_pylist(rows, schema=PARAMETER_TABLES["workloads"])
 
 
@@ -99,20 +100,32 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"archsql core benchmark ({len(models)} catalog models)")
     print(f"  catalog build (api.build, {len(report.models)} models -> temp DuckDB): {build_s:8.3f} s")
-    print(f"  evaluate, largest model by params ({largest}, {params[largest] / 1e9:.1f} B params): "
-          f"{eval_s[largest] * 1e3:8.1f} ms")
-    print(f"  evaluate, slowest model ({slowest}): {eval_s[slowest] * 1e3:8.1f} ms; "
-          f"all models: {sum(eval_s.values()):.3f} s")
-    print(f"  sweep: `{SWEEP_SQL}` over {len(models)} models x {args.workloads} workloads "
-          f"= {rows} rows (sum {total_flops:.4g} FLOP): best of {args.repeat} {query_s * 1e3:8.1f} ms "
-          f"(all: {', '.join(f'{t * 1e3:.1f}' for t in times)} ms)")
+    print(
+        f"  evaluate, largest model by params ({largest}, {params[largest] / 1e9:.1f} B params): "
+        f"{eval_s[largest] * 1e3:8.1f} ms"
+    )
+    print(
+        f"  evaluate, slowest model ({slowest}): {eval_s[slowest] * 1e3:8.1f} ms; "
+        f"all models: {sum(eval_s.values()):.3f} s"
+    )
+    print(
+        f"  sweep: `{SWEEP_SQL}` over {len(models)} models x {args.workloads} workloads "
+        f"= {rows} rows (sum {total_flops:.4g} FLOP): best of {args.repeat} {query_s * 1e3:8.1f} ms "
+        f"(all: {', '.join(f'{t * 1e3:.1f}' for t in times)} ms)"
+    )
 
     checks = [
         (f"catalog build < {BUILD_TARGET_S:g} s", build_s < BUILD_TARGET_S, f"{build_s:.3f} s"),
-        (f"{args.workloads}-workload x all-models query < {QUERY_TARGET_S:g} s", query_s < QUERY_TARGET_S,
-         f"{query_s:.3f} s"),
-        (f"sweep covers every model x workload ({len(models) * args.workloads} rows)",
-         rows == len(models) * args.workloads, f"{rows} rows"),
+        (
+            f"{args.workloads}-workload x all-models query < {QUERY_TARGET_S:g} s",
+            query_s < QUERY_TARGET_S,
+            f"{query_s:.3f} s",
+        ),
+        (
+            f"sweep covers every model x workload ({len(models) * args.workloads} rows)",
+            rows == len(models) * args.workloads,
+            f"{rows} rows",
+        ),
     ]
     print("targets:")
     for label, ok, got in checks:

@@ -142,9 +142,13 @@ def test_export_parquet_writes_every_table_and_view(db: Path, tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     con = duckdb.connect(str(db), read_only=True)
     try:
-        relations = {r[0] for r in con.execute(
-            "select table_name from information_schema.tables "
-            "where table_catalog = current_database() and table_schema = 'main'").fetchall()}
+        relations = {
+            r[0]
+            for r in con.execute(
+                "select table_name from information_schema.tables "
+                "where table_catalog = current_database() and table_schema = 'main'"
+            ).fetchall()
+        }
         n_summary = con.execute("select count(*) from model_summary").fetchone()[0]
     finally:
         con.close()
@@ -154,7 +158,9 @@ def test_export_parquet_writes_every_table_and_view(db: Path, tmp_path: Path) ->
 
 
 def test_explain_q_proj_flops_by_hand() -> None:
-    result = CliRunner().invoke(cli, ["explain", "Meta-Llama-3.1-8B", "flops", "-s", "1", "-c", "1", "--node", "q_proj"])
+    result = CliRunner().invoke(
+        cli, ["explain", "Meta-Llama-3.1-8B", "flops", "-s", "1", "-c", "1", "--node", "q_proj"]
+    )
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "2·B·d_head·d_model·n_heads·n_layers·s" in out

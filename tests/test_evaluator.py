@@ -28,7 +28,11 @@ def test_two_templates_scheduled_by_layer(tmp_path):
     """First 3 layers dense, the rest MoE (DeepSeek-style first_k_dense), on Mixtral's config:
     each template is evaluated once and counted by the layers that use it."""
     spec = (MODELS_DIR / "Mixtral-8x7B-v0.1.yaml").read_text()
-    spec = spec.replace("model: Mixtral-8x7B-v0.1", "model: Hybrid").replace("  d_ff: null\n", "  d_ff: config.intermediate_size\n").replace("  mlp_bias: null\n", "  mlp_bias: 0\n")
+    spec = (
+        spec.replace("model: Mixtral-8x7B-v0.1", "model: Hybrid")
+        .replace("  d_ff: null\n", "  d_ff: config.intermediate_size\n")
+        .replace("  mlp_bias: null\n", "  mlp_bias: 0\n")
+    )
     spec += """templates:
   dense: { ffn: swiglu_mlp }
   moe: {}
@@ -53,7 +57,11 @@ stacks:
     assert inst["decoder/moe/mlp.gate_proj"]["active_count"] == 29 * 2  # top-2
     # the carried stream enters dense layer 0 from the embedding, moe layer 3 from dense layer 2,
     # and every later moe layer from the previous moe layer
-    edges = {(e["src_uid"], e["dst_uid"]) for e in a.tables["edges"].to_pylist() if e["stream"] == "hidden" and e["phase"] == "prefill"}
+    edges = {
+        (e["src_uid"], e["dst_uid"])
+        for e in a.tables["edges"].to_pylist()
+        if e["stream"] == "hidden" and e["phase"] == "prefill"
+    }
     assert ("embed_tokens", "decoder/dense/input_layernorm") in edges
     assert ("decoder/dense/ffn_residual", "decoder/moe/input_layernorm") in edges
     assert ("decoder/moe/ffn_residual", "decoder/moe/input_layernorm") in edges
@@ -66,12 +74,21 @@ def test_decode_variant_swaps_the_decode_program(tmp_path):
     by phase and shared nodes keep their uid."""
     base = (COMPONENTS_DIR / "gqa_attention.yaml").read_text()
     variant = base.replace("component: gqa_attention", "component: gqa_decode_variant")
-    variant = variant.replace("  merge:   { op: merge_heads, in: attn }", "  merge:   { op: merge_heads, in: attn }\n  extra:   { op: silu, in: merge }").replace("in: merge, dims: { in: \"n_heads * d_head\"", "in: extra, dims: { in: \"n_heads * d_head\"")
-    main = base.replace("component: gqa_attention", "component: gqa_with_variant").replace("role: attention", "role: attention\ndecode_variant: gqa_decode_variant")
+    variant = variant.replace(
+        "  merge:   { op: merge_heads, in: attn }",
+        "  merge:   { op: merge_heads, in: attn }\n  extra:   { op: silu, in: merge }",
+    ).replace('in: merge, dims: { in: "n_heads * d_head"', 'in: extra, dims: { in: "n_heads * d_head"')
+    main = base.replace("component: gqa_attention", "component: gqa_with_variant").replace(
+        "role: attention", "role: attention\ndecode_variant: gqa_decode_variant"
+    )
     library, mdir = _library(
         tmp_path,
         components={"gqa_with_variant": main, "gqa_decode_variant": variant},
-        models={"V": LLAMA.replace("attention: gqa_attention", "attention: gqa_with_variant").replace("model: Meta-Llama-3.1-8B", "model: V")},
+        models={
+            "V": LLAMA.replace("attention: gqa_attention", "attention: gqa_with_variant").replace(
+                "model: Meta-Llama-3.1-8B", "model: V"
+            )
+        },
     )
     a = evaluate(mdir / "V.yaml", library=library)
     nodes = a.tables["nodes"].to_pylist()
@@ -79,22 +96,30 @@ def test_decode_variant_swaps_the_decode_program(tmp_path):
     decode = {n["uid"] for n in nodes if n["phase"] == "decode"}
     assert decode - prefill == {"decoder/dense/self_attn.extra"}
     assert prefill - decode == set()
-    comps = {n["component"] for n in nodes if n["phase"] == "decode" and n["uid"].startswith("decoder/dense/self_attn.")}
+    comps = {
+        n["component"] for n in nodes if n["phase"] == "decode" and n["uid"].startswith("decoder/dense/self_attn.")
+    }
     assert comps == {"gqa_decode_variant"}
 
 
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("weight_axes: [{ world: attention, parts: n_heads }, { replicated: true }] }\n  k_proj",
-         "weight_axes: [{ world: attention, parts: d_head }, { replicated: true }] }\n  k_proj",
-         "dim 'd_head' may not be split by group 'attention'"),
-        ("weight_axes: [{ world: attention, parts: n_heads }, { replicated: true }] }\n  k_proj",
-         "weight_axes: [{ world: attention, parts: n_heads }] }\n  k_proj",
-         "weight_axes needs one entry per weight axis"),
-        ("weight_axes: [{ world: attention, parts: n_heads }, { replicated: true }] }\n  k_proj",
-         "weight_axes: [{ world: atention, parts: n_heads }, { replicated: true }] }\n  k_proj",
-         "did you mean 'attention'?"),
+        (
+            "weight_axes: [{ world: attention, parts: n_heads }, { replicated: true }] }\n  k_proj",
+            "weight_axes: [{ world: attention, parts: d_head }, { replicated: true }] }\n  k_proj",
+            "dim 'd_head' may not be split by group 'attention'",
+        ),
+        (
+            "weight_axes: [{ world: attention, parts: n_heads }, { replicated: true }] }\n  k_proj",
+            "weight_axes: [{ world: attention, parts: n_heads }] }\n  k_proj",
+            "weight_axes needs one entry per weight axis",
+        ),
+        (
+            "weight_axes: [{ world: attention, parts: n_heads }, { replicated: true }] }\n  k_proj",
+            "weight_axes: [{ world: atention, parts: n_heads }, { replicated: true }] }\n  k_proj",
+            "did you mean 'attention'?",
+        ),
     ],
 )
 def test_weight_axes_are_checked(tmp_path, old, new, message):
@@ -104,12 +129,18 @@ def test_weight_axes_are_checked(tmp_path, old, new, message):
     library, mdir = _library(
         tmp_path,
         components={"gqa_broken": broken},
-        models={"M": LLAMA.replace("attention: gqa_attention", "attention: gqa_broken").replace("model: Meta-Llama-3.1-8B", "model: M")},
+        models={
+            "M": LLAMA.replace("attention: gqa_attention", "attention: gqa_broken").replace(
+                "model: Meta-Llama-3.1-8B", "model: M"
+            )
+        },
     )
     with pytest.raises(ShapeError) as exc:
         evaluate(mdir / "M.yaml", library=library)
     text = str(exc.value)
-    line = broken.splitlines().index(next(x for x in broken.splitlines() if "q_proj:" in x)) + 2  # weight_axes: is on the next line
+    line = (
+        broken.splitlines().index(next(x for x in broken.splitlines() if "q_proj:" in x)) + 2
+    )  # weight_axes: is on the next line
     assert message in text
     assert f"gqa_broken.yaml:{line}:" in text
     assert "$.graph.q_proj.weight_axes" in text

@@ -40,7 +40,9 @@ def test_kv_per_token_from_config(catalog_db, model):
     cfg = json.loads((CONFIGS / config_file).read_text())
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     expected = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim
-    (got,) = con.execute("select elements_per_token from kv_per_token where model = ? and dtype = 'bf16'", [model]).fetchone()
+    (got,) = con.execute(
+        "select elements_per_token from kv_per_token where model = ? and dtype = 'bf16'", [model]
+    ).fetchone()
     assert got == expected
 
 
@@ -54,9 +56,16 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
     con = duckdb.connect(str(catalog_db), read_only=True)
     active, embedding = con.execute(
         "select s.active_params, r.params from model_summary s join params_by_role r using (model) "
-        "where model = ? and r.role = 'embedding'", [model]).fetchone()
-    d_model, vocab = (con.execute("select value from dims where model = ? and dim = ?", [model, d]).fetchone()[0] for d in ("d_model", "vocab"))
-    lm_head = con.execute("select coalesce(sum(params), 0) from params_by_role where model = ? and role = 'lm_head'", [model]).fetchone()[0]
+        "where model = ? and r.role = 'embedding'",
+        [model],
+    ).fetchone()
+    d_model, vocab = (
+        con.execute("select value from dims where model = ? and dim = ?", [model, d]).fetchone()[0]
+        for d in ("d_model", "vocab")
+    )
+    lm_head = con.execute(
+        "select coalesce(sum(params), 0) from params_by_role where model = ? and role = 'lm_head'", [model]
+    ).fetchone()[0]
     matmul_params = active - embedding - lm_head + d_model * vocab
     _, bound = formula(model, "flops", "decode")
     flops = float(bound.xreplace({B: 1, S: 1, C: 1}))

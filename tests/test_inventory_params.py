@@ -39,9 +39,18 @@ def _inventory_for(con, model: str) -> dict:
 
 def test_catalog_has_the_required_models():
     required = {
-        "Meta-Llama-3.1-8B", "Meta-Llama-3.1-70B", "Meta-Llama-3.1-405B", "Qwen2.5-7B", "Qwen2.5-72B",
-        "Qwen3-0.6B", "Qwen3-8B", "Qwen3-32B", "Qwen3-30B-A3B", "Qwen3-235B-A22B",
-        "Mixtral-8x7B-v0.1", "Mixtral-8x22B-v0.1",
+        "Meta-Llama-3.1-8B",
+        "Meta-Llama-3.1-70B",
+        "Meta-Llama-3.1-405B",
+        "Qwen2.5-7B",
+        "Qwen2.5-72B",
+        "Qwen3-0.6B",
+        "Qwen3-8B",
+        "Qwen3-32B",
+        "Qwen3-30B-A3B",
+        "Qwen3-235B-A22B",
+        "Mixtral-8x7B-v0.1",
+        "Mixtral-8x22B-v0.1",
     }
     assert required <= set(MODELS)
 
@@ -64,7 +73,9 @@ def test_params_by_role_equal_inventory(catalog_db, model):
     for t in inv["checkpoint_tensors"]:
         role = inventory_role(t["name"])
         expected[role] = expected.get(role, 0) + math.prod(t["shape"])
-    got = dict(con.execute("select role, params from params_by_role where model = ? and params > 0", [model]).fetchall())
+    got = dict(
+        con.execute("select role, params from params_by_role where model = ? and params > 0", [model]).fetchall()
+    )
     assert got == expected
 
 

@@ -23,8 +23,11 @@ def test_summary_has_one_row_per_model(catalog_db):
 
 
 def test_attention_share_grows_with_context(catalog_db):
-    rows = [r for r in queries.run("attention_share", db=catalog_db).to_pylist()
-            if r["model"] == "Meta-Llama-3.1-8B" and r["workload"].startswith("decode_b1_")]
+    rows = [
+        r
+        for r in queries.run("attention_share", db=catalog_db).to_pylist()
+        if r["model"] == "Meta-Llama-3.1-8B" and r["workload"].startswith("decode_b1_")
+    ]
     by_context = sorted((r["context"], r["attention_share"]) for r in rows)
     shares = [s for _, s in by_context]
     assert len(shares) >= 3 and shares == sorted(shares) and 0 < shares[0] < shares[-1] < 1

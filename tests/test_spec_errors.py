@@ -19,12 +19,18 @@ from archsql.evaluator import evaluate
 from archsql.specs import COMPONENTS_DIR, CONFIGS_DIR, MODELS_DIR, load_library
 
 CONFIG_8B = CONFIGS_DIR / "meta-llama__Meta-Llama-3.1-8B.json"
-LLAMA = (MODELS_DIR / "Meta-Llama-3.1-8B.yaml").read_text().replace(
-    "config: meta-llama__Meta-Llama-3.1-8B.json", f"config: {CONFIG_8B}"
+LLAMA = (
+    (MODELS_DIR / "Meta-Llama-3.1-8B.yaml")
+    .read_text()
+    .replace("config: meta-llama__Meta-Llama-3.1-8B.json", f"config: {CONFIG_8B}")
 )
-LLAMA_405B = (MODELS_DIR / "Meta-Llama-3.1-405B.yaml").read_text().replace(
-    "config: meta-llama__Meta-Llama-3.1-405B.json",
-    f"config: {CONFIGS_DIR / 'meta-llama__Meta-Llama-3.1-405B.json'}",
+LLAMA_405B = (
+    (MODELS_DIR / "Meta-Llama-3.1-405B.yaml")
+    .read_text()
+    .replace(
+        "config: meta-llama__Meta-Llama-3.1-405B.json",
+        f"config: {CONFIGS_DIR / 'meta-llama__Meta-Llama-3.1-405B.json'}",
+    )
 )
 GQA = (COMPONENTS_DIR / "gqa_attention.yaml").read_text()
 BLOCK = (COMPONENTS_DIR / "pre_norm_block.yaml").read_text()
@@ -143,7 +149,9 @@ def test_unknown_node_key(specs):
 
 
 def test_unknown_key_in_slot_fill(specs):
-    text = edit(LLAMA, "components: { block: pre_norm_block,", "components: { block: { component: pre_norm_block, pth: x },")
+    text = edit(
+        LLAMA, "components: { block: pre_norm_block,", "components: { block: { component: pre_norm_block, pth: x },"
+    )
     model = specs.model(text)
     exc = specs.reject(model)
     located(exc, model, line_of(text, "pth: x"), "$.components.block.pth")
@@ -246,7 +254,7 @@ def test_unknown_op_parameter(specs):
 
 def test_missing_required_op_parameter(specs):
     old = 'o_proj:  { op: linear, in: merge, dims: { in: "n_heads * d_head", out: d_model'
-    text = edit(GQA, old, 'o_proj:  { op: linear, in: merge, dims: { out: d_model')
+    text = edit(GQA, old, "o_proj:  { op: linear, in: merge, dims: { out: d_model")
     comp = specs.component("gqa_attention", text)
     exc = specs.reject(specs.model(LLAMA))
     issue = located(exc, comp, line_of(text, "o_proj:"), "$.graph.o_proj")
@@ -450,7 +458,11 @@ def test_yaml_tab_indentation(specs):
 
 
 def test_duplicate_yaml_key(specs):
-    text = edit(GQA, "  merge:   { op: merge_heads, in: attn }", "  merge:   { op: merge_heads, in: attn }\n  probs:   { op: softmax, in: scores }")
+    text = edit(
+        GQA,
+        "  merge:   { op: merge_heads, in: attn }",
+        "  merge:   { op: merge_heads, in: attn }\n  probs:   { op: softmax, in: scores }",
+    )
     comp = specs.component("gqa_attention", text)
     exc = specs.reject(specs.model(LLAMA))
     second = [i for i, line in enumerate(text.splitlines(), 1) if line.startswith("  probs:")][1]
@@ -469,7 +481,11 @@ def test_empty_model_file(specs):
 
 
 def test_wrong_type_dims_list(specs):
-    text = edit(GQA, "probs:   { op: softmax, in: scores, dims: { causal: 1 } }", "probs:   { op: softmax, in: scores, dims: [1, 2] }")
+    text = edit(
+        GQA,
+        "probs:   { op: softmax, in: scores, dims: { causal: 1 } }",
+        "probs:   { op: softmax, in: scores, dims: [1, 2] }",
+    )
     comp = specs.component("gqa_attention", text)
     exc = specs.reject(specs.model(LLAMA))
     issue = located(exc, comp, line_of(text, "dims: [1, 2]"), "$.graph.probs.dims")
@@ -487,7 +503,11 @@ def test_wrong_type_node_is_a_scalar(specs):
 
 def test_wrong_type_model_dims(specs):
     text = edit(LLAMA, "dims:\n  d_model: config.hidden_size\n", "dims: [1]\n")
-    text = re.sub(r"(?m)^  (n_layers|n_heads|n_kv_heads|d_head|d_ff|vocab|max_context|qkv_bias|o_bias|mlp_bias|tie_embeddings): .*\n", "", text)
+    text = re.sub(
+        r"(?m)^  (n_layers|n_heads|n_kv_heads|d_head|d_ff|vocab|max_context|qkv_bias|o_bias|mlp_bias|tie_embeddings): .*\n",
+        "",
+        text,
+    )
     model = specs.model(text)
     exc = specs.reject(model)
     issue = located(exc, model, line_of(text, "dims: [1]"), "$.dims")
@@ -536,7 +556,11 @@ def test_schedule_not_covering_all_layers(specs):
 
 
 def test_schedule_layer_twice(specs):
-    text = edit(LLAMA, "    schedule: dense", "    schedule:\n      - { template: dense, layers: '0:32' }\n      - { template: dense, layers: [3] }")
+    text = edit(
+        LLAMA,
+        "    schedule: dense",
+        "    schedule:\n      - { template: dense, layers: '0:32' }\n      - { template: dense, layers: [3] }",
+    )
     model = specs.model(text)
     exc = specs.reject(model)
     issue = located(exc, model, line_of(text, "layers: [3]"), "$.stacks.decoder.schedule[1]")
@@ -625,7 +649,6 @@ def test_several_errors_in_one_model_are_reported_together(specs):
     for fix in ("'rmsnorm'", "'norm'", "'swiglu_mlp'", "'d_model'", "'graph'"):
         assert f"did you mean {fix}?" in str(exc)
     assert_all_located(exc)
-
 
 
 def test_issue_render_shows_only_what_is_known():

@@ -45,15 +45,22 @@ def test_sql_printer_matches_term_rows(phase):
     for f in formulas:
         if f["phase"] != phase or f["sql"] == "0":
             continue
-        rows = [(t["coef"], t["e_B"], t["e_s"], t["e_c"]) for t in terms if t["uid"] == f["uid"] and t["phase"] == phase]
-        (got,) = con.execute(f"select {f['sql']} from (select 3::BIGINT as batch, 17::BIGINT as new_tokens, 4099::BIGINT as context)").fetchone()
+        rows = [
+            (t["coef"], t["e_B"], t["e_s"], t["e_c"]) for t in terms if t["uid"] == f["uid"] and t["phase"] == phase
+        ]
+        (got,) = con.execute(
+            f"select {f['sql']} from (select 3::BIGINT as batch, 17::BIGINT as new_tokens, 4099::BIGINT as context)"
+        ).fetchone()
         assert got == pytest.approx(evaluate_terms(rows, 3, 17, 4099), rel=1e-12), f["uid"]
         checked += 1
     assert checked > 10
 
 
 def test_to_sql_names_workload_columns():
-    assert to_sql(2 * B * S * C + S**2) == "2*batch::DOUBLE*context::DOUBLE*new_tokens::DOUBLE + new_tokens::DOUBLE*new_tokens::DOUBLE"
+    assert (
+        to_sql(2 * B * S * C + S**2)
+        == "2*batch::DOUBLE*context::DOUBLE*new_tokens::DOUBLE + new_tokens::DOUBLE*new_tokens::DOUBLE"
+    )
 
 
 def _ax(label: str, value) -> Axis:

@@ -52,9 +52,7 @@ K = 1024
 
 def _table(name: str, rows: list[tuple]) -> pa.Table:
     schema = TABLES[name]
-    return pa.Table.from_pylist(
-        [dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema
-    )
+    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
 
 
 def toy_tables() -> dict[str, pa.Table]:
@@ -131,11 +129,7 @@ def toy_tables() -> dict[str, pa.Table]:
         "instances": _table("instances", [(m, uid, n[7], n[8]) for uid, n in nodes.items()]),
         "terms": _table(
             "terms",
-            [
-                (m, ph, uid, "flops", coef, eb, es, ec)
-                for ph in phases
-                for uid, coef, eb, es, ec in terms[ph]
-            ],
+            [(m, ph, uid, "flops", coef, eb, es, ec) for ph in phases for uid, coef, eb, es, ec in terms[ph]],
         ),
         "caches": _table(
             "caches",
@@ -193,9 +187,7 @@ def llama_kv_tables() -> dict[str, pa.Table]:
             ],
         ),
         "instances": _table("instances", [(m, uid, 32, 32) for uid, _ in kv]),
-        "caches": _table(
-            "caches", [(m, uid, "kv", kind, "per_token", 8 * 128) for uid, kind in kv]
-        ),
+        "caches": _table("caches", [(m, uid, "kv", kind, "per_token", 8 * 128) for uid, kind in kv]),
     }
 
 
@@ -248,8 +240,7 @@ def test_model_summary(db):
 def test_params_by_role(db):
     got = rows(
         db,
-        "select role, params, active_params, share_of_params from params_by_role "
-        f"where model = '{TOY}' order by role",
+        f"select role, params, active_params, share_of_params from params_by_role where model = '{TOY}' order by role",
     )
     assert got == [
         ("attention", 400, 400, pytest.approx(400 / 2216)),
@@ -303,9 +294,9 @@ def test_kv_per_token(db):
 
 
 def test_default_parameter_tables(db):
-    assert rows(
-        db, "select batch, new_tokens, context from workloads where workload = 'decode_b64_c32k'"
-    ) == [(64, 1, 32 * K)]
+    assert rows(db, "select batch, new_tokens, context from workloads where workload = 'decode_b64_c32k'") == [
+        (64, 1, 32 * K)
+    ]
     assert rows(
         db,
         "select phase, batch, new_tokens, context from workloads where workload = 'prefill_128k'",
@@ -366,16 +357,12 @@ def test_rewrite_replaces_only_that_model(tmp_path):
 
 def test_user_workloads_are_kept(tmp_path):
     path = tmp_path / "s.duckdb"
-    mine = pa.Table.from_pylist(
-        [{"workload": "mine", "phase": "decode", "batch": 2, "new_tokens": 1, "context": 10}]
-    )
+    mine = pa.Table.from_pylist([{"workload": "mine", "phase": "decode", "batch": 2, "new_tokens": 1, "context": 10}])
     store.write_store(path, {**toy_tables(), "workloads": mine})
     store.write_store(path, toy_tables())  # a rebuild keeps the user's workloads
     con = store.connect(path)
     try:
-        assert rows(con, "select workload, flops from flops") == [
-            ("mine", toy_flops("decode", 2, 1, 10))
-        ]
+        assert rows(con, "select workload, flops from flops") == [("mine", toy_flops("decode", 2, 1, 10))]
     finally:
         con.close()
 
@@ -428,8 +415,7 @@ def test_unknown_column_of_qualified_table_is_located(rw_db, tmp_path):
     views = _views_dir(
         tmp_path,
         {
-            "int/int_x.sql": "with n as (select model, uid from base_nodes)\n"
-            "select n.model, n.nope from n\n",
+            "int/int_x.sql": "with n as (select model, uid from base_nodes)\nselect n.model, n.nope from n\n",
         },
     )
     with pytest.raises(QueryError, match=r"int_x.sql:2:\d+"):
@@ -466,9 +452,7 @@ def test_views_created_in_dependency_order_and_cycles_rejected(rw_db, tmp_path):
 def test_duckdb_rejection_keeps_the_file_line(rw_db, tmp_path):
     views = _views_dir(
         tmp_path,
-        {
-            "base/bad.sql": "-- c\nselect model, count(*) as n\nfrom nodes group by model having n > nope\n"
-        },
+        {"base/bad.sql": "-- c\nselect model, count(*) as n\nfrom nodes group by model having n > nope\n"},
     )
     with pytest.raises(QueryError, match=r"bad.sql:3: DuckDB rejected"):
         create_views(rw_db, views)
@@ -479,8 +463,7 @@ def test_sidecar_checked(tmp_path):
         tmp_path,
         {
             "base/a.sql": "select model from models\n",
-            "base/a.yml": "description: x\ncolumns:\n  - {name: model, descripton: y, unit: null}\n"
-            "invariants: []\n",
+            "base/a.yml": "description: x\ncolumns:\n  - {name: model, descripton: y, unit: null}\ninvariants: []\n",
             "base/b.sql": "select model from models\n",
         },
     )

@@ -60,7 +60,14 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         if fill.component not in library.component_files:
             message, hint = unknown_name("component", fill.component, library.component_files)
             _add(col, fill.where, f"{slot}: {message}", hint=hint)
-    check_graph(col, spec.graph, spec.inputs, spec.outputs, spec.where.get("outputs"), spec.where.get("graph", Where(spec.file, None, None, "$.graph")))
+    check_graph(
+        col,
+        spec.graph,
+        spec.inputs,
+        spec.outputs,
+        spec.where.get("outputs"),
+        spec.where.get("graph", Where(spec.file, None, None, "$.graph")),
+    )
     if col.issues:
         raise SpecError(issues=col.issues)
     walks = {}
@@ -106,13 +113,20 @@ def _check_unused_dims(col, spec, programs, library) -> None:
     for dim in sorted(used - set(spec.dims) - set(RUNTIME_SYMBOLS)):
         if dim in library.dims:
             at = ", ".join(sorted(set(sites.get(dim, [])))[:3])
-            _add(col, Where(dims_where.file, dims_where.line, dims_where.column, "$.dims"),
-                 f"dim '{dim}' is used but not bound by model '{spec.name}'" + (f" (used at {at})" if at else ""),
-                 hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted")
+            _add(
+                col,
+                Where(dims_where.file, dims_where.line, dims_where.column, "$.dims"),
+                f"dim '{dim}' is used but not bound by model '{spec.name}'" + (f" (used at {at})" if at else ""),
+                hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted",
+            )
     for dim in spec.dims:
         if dim in library.dims and dim not in used and library.dims[dim]["kind"] != "context":
-            _add(col, spec.dims_where[dim], f"dim '{dim}' is bound but no node of model '{spec.name}' uses it",
-                 hint=f"remove the binding (in a derived model: '{dim}: null'), or use it in a node's dims")
+            _add(
+                col,
+                spec.dims_where[dim],
+                f"dim '{dim}' is bound but no node of model '{spec.name}' uses it",
+                hint=f"remove the binding (in a derived model: '{dim}: null'), or use it in a node's dims",
+            )
 
 
 def _dedupe(issues):

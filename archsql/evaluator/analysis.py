@@ -56,12 +56,29 @@ def _sha(*paths: str) -> str:
     return h.hexdigest()
 
 
-def build_tables(model_name: str, spec, config_path: str, dims: dict[str, int], walks: dict[str, Walk], library) -> dict[str, pa.Table]:
+def build_tables(
+    model_name: str, spec, config_path: str, dims: dict[str, int], walks: dict[str, Walk], library
+) -> dict[str, pa.Table]:
     rows: dict[str, list[dict]] = {name: [] for name in TABLES}
-    rows["models"].append({"model": model_name, "hf_id": spec.hf_id, "spec_file": Path(spec.file).name,
-                           "config_file": Path(config_path).name, "spec_sha256": _sha(spec.file, config_path)})
+    rows["models"].append(
+        {
+            "model": model_name,
+            "hf_id": spec.hf_id,
+            "spec_file": Path(spec.file).name,
+            "config_file": Path(config_path).name,
+            "spec_sha256": _sha(spec.file, config_path),
+        }
+    )
     for dim, value in sorted(dims.items()):
-        rows["dims"].append({"model": model_name, "dim": dim, "value": value, "binding": str(spec.dims[dim]), "kind": library.dims[dim]["kind"]})
+        rows["dims"].append(
+            {
+                "model": model_name,
+                "dim": dim,
+                "value": value,
+                "binding": str(spec.dims[dim]),
+                "kind": library.dims[dim]["kind"],
+            }
+        )
     first = walks[PHASES[0]]
     for st_name, st in first.program.stacks.items():
         for layer, template in enumerate(st.schedule):
@@ -71,37 +88,104 @@ def build_tables(model_name: str, spec, config_path: str, dims: dict[str, int], 
         w = walks[phase]
         for uid, res in w.results.items():
             node = res.node
-            rows["nodes"].append({"model": model_name, "phase": phase, "uid": uid, "stack": node.stack, "template": node.template,
-                                  "path": node.path, "op": node.op, "role": node.role, "component": node.component})
+            rows["nodes"].append(
+                {
+                    "model": model_name,
+                    "phase": phase,
+                    "uid": uid,
+                    "stack": node.stack,
+                    "template": node.template,
+                    "path": node.path,
+                    "op": node.op,
+                    "role": node.role,
+                    "component": node.component,
+                }
+            )
             for port, ref in enumerate(node.inputs):
                 for src, stream in _sources(w, node, ref):
-                    rows["edges"].append({"model": model_name, "phase": phase, "src_uid": src, "dst_uid": uid, "port": port, "stream": stream})
+                    rows["edges"].append(
+                        {
+                            "model": model_name,
+                            "phase": phase,
+                            "src_uid": src,
+                            "dst_uid": uid,
+                            "port": port,
+                            "stream": stream,
+                        }
+                    )
             for axis, ax in enumerate(res.shape):
                 sym = str(ax.value) if ax.runtime else None
-                rows["shapes"].append({"model": model_name, "phase": phase, "uid": uid, "axis": axis, "dim": ax.label,
-                                       "size": None if ax.runtime else int(ax.value), "symbol": sym})
+                rows["shapes"].append(
+                    {
+                        "model": model_name,
+                        "phase": phase,
+                        "uid": uid,
+                        "axis": axis,
+                        "dim": ax.label,
+                        "size": None if ax.runtime else int(ax.value),
+                        "symbol": sym,
+                    }
+                )
             bound = w.bind(res.flops)
             for coef, eb, es, ec in to_terms(bound):
-                rows["terms"].append({"model": model_name, "phase": phase, "uid": uid, "quantity": "flops", "coef": coef, "e_B": eb, "e_s": es, "e_c": ec})
-            rows["formulas"].append({"model": model_name, "phase": phase, "uid": uid, "quantity": "flops",
-                                     "symbolic": display(res.flops), "bound": display(bound), "sql": to_sql(bound)})
+                rows["terms"].append(
+                    {
+                        "model": model_name,
+                        "phase": phase,
+                        "uid": uid,
+                        "quantity": "flops",
+                        "coef": coef,
+                        "e_B": eb,
+                        "e_s": es,
+                        "e_c": ec,
+                    }
+                )
+            rows["formulas"].append(
+                {
+                    "model": model_name,
+                    "phase": phase,
+                    "uid": uid,
+                    "quantity": "flops",
+                    "symbolic": display(res.flops),
+                    "bound": display(bound),
+                    "sql": to_sql(bound),
+                }
+            )
             if uid in seen:
                 continue
             seen.add(uid)
             count, active = node_count(w, res, symbolic=False)
-            rows["instances"].append({"model": model_name, "uid": uid, "count": int(count), "active_count": int(active)})
+            rows["instances"].append(
+                {"model": model_name, "uid": uid, "count": int(count), "active_count": int(active)}
+            )
             for decl in res.weights:
                 shape = [int(a.value) for a in decl.axes]
                 name = f"{node.path}.{decl.tensor}"
                 if res.copies != 1:
                     parts = name.rsplit(".", 2)
                     name = name if "{expert}" in name else f"{parts[0]}.{{expert}}.{parts[1]}.{parts[2]}"
-                rows["weights"].append({"model": model_name, "uid": uid, "tensor": decl.tensor, "name": name,
-                                        "shape": shape, "elements": int(sympy.Mul(*shape))})
+                rows["weights"].append(
+                    {
+                        "model": model_name,
+                        "uid": uid,
+                        "tensor": decl.tensor,
+                        "name": name,
+                        "shape": shape,
+                        "elements": int(sympy.Mul(*shape)),
+                    }
+                )
             for family, kind, growth in node.cache:
                 per_token = sympy.Mul(*(a.value for a in res.shape if not a.runtime))
-                rows["caches"].append({"model": model_name, "uid": uid, "cache": family, "kind": kind, "growth": growth,
-                                       "elements_per_token": int(per_token)})
+                rows["caches"].append(
+                    {
+                        "model": model_name,
+                        "uid": uid,
+                        "cache": family,
+                        "kind": kind,
+                        "growth": growth,
+                        "elements_per_token": int(per_token),
+                    }
+                )
     return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
 
 

@@ -114,7 +114,13 @@ class _Expander:
         where: Where,
     ) -> dict[str, Ref]:
         if len(bound_inputs) != len(comp.inputs):
-            _add(self.col, where, f"component '{comp.name}' takes {len(comp.inputs)} input(s) ({', '.join(comp.inputs)})", expected=str(len(comp.inputs)), got=str(len(bound_inputs)))
+            _add(
+                self.col,
+                where,
+                f"component '{comp.name}' takes {len(comp.inputs)} input(s) ({', '.join(comp.inputs)})",
+                expected=str(len(comp.inputs)),
+                got=str(len(bound_inputs)),
+            )
             return {}
         scope: dict[str, Ref] = dict(zip(comp.inputs, bound_inputs, strict=True))
         order = check_graph(Collector(comp.file), comp.graph, comp.inputs, comp.outputs, None, where)
@@ -133,24 +139,58 @@ class _Expander:
             if node.slot is not None:
                 fill = fills.get(node.slot)
                 if fill is None:
-                    _add(self.col, where, f"slot '{node.slot}' of '{comp.name}' is not filled", hint=f"add '{node.slot}: <component>' to the model's components or to this template")
+                    _add(
+                        self.col,
+                        where,
+                        f"slot '{node.slot}' of '{comp.name}' is not filled",
+                        hint=f"add '{node.slot}: <component>' to the model's components or to this template",
+                    )
                     continue
                 sub = self.component(fill)
                 if sub is None:
                     continue
                 accepted = comp.slots.get(node.slot, [])
                 if accepted and sub.role not in accepted:
-                    _add(self.col, fill.where, f"component '{sub.name}' has role '{sub.role}' but slot '{node.slot}' of '{comp.name}' takes {' | '.join(accepted)}", expected=" | ".join(accepted), got=sub.role)
+                    _add(
+                        self.col,
+                        fill.where,
+                        f"component '{sub.name}' has role '{sub.role}' but slot '{node.slot}' of '{comp.name}' takes {' | '.join(accepted)}",
+                        expected=" | ".join(accepted),
+                        got=sub.role,
+                    )
                 sub_path = _rename(fill.path or node.path or node.name, rename)
-                outs = self.expand_component(sub, f"{uid}.", f"{path_prefix}{sub_path}.", inputs, fills, fill.rename, stack, template, fill.where)
+                outs = self.expand_component(
+                    sub, f"{uid}.", f"{path_prefix}{sub_path}.", inputs, fills, fill.rename, stack, template, fill.where
+                )
                 if len(sub.outputs) != 1:
-                    _add(self.col, fill.where, f"component '{sub.name}' fills a slot, so it must have exactly one output", expected="1 output", got=str(sub.outputs))
+                    _add(
+                        self.col,
+                        fill.where,
+                        f"component '{sub.name}' fills a slot, so it must have exactly one output",
+                        expected="1 output",
+                        got=str(sub.outputs),
+                    )
                 if sub.outputs and sub.outputs[0] in outs:
                     scope[name] = outs[sub.outputs[0]]
                 continue
             role = node.role or ((_default_role(node) or comp.role) if container else comp.role)
             self.nodes.append(
-                IRNode(uid, name, path, node.op, role, comp.name, inputs, node.dims, node.dims_where, node.where, stack, template, cache_of.get(name, []), node)
+                IRNode(
+                    uid,
+                    name,
+                    path,
+                    node.op,
+                    role,
+                    comp.name,
+                    inputs,
+                    node.dims,
+                    node.dims_where,
+                    node.where,
+                    stack,
+                    template,
+                    cache_of.get(name, []),
+                    node,
+                )
             )
             scope[name] = Ref("node", uid)
         return {o: scope[o] for o in comp.outputs if o in scope}
@@ -176,7 +216,21 @@ class _Expander:
             if node.slot is not None:
                 continue
             role = node.role or _default_role(node) or "model"
-            self.nodes.append(IRNode(name, name, node.path or name, node.op, role, "model", inputs, node.dims, node.dims_where, node.where, spec=node))
+            self.nodes.append(
+                IRNode(
+                    name,
+                    name,
+                    node.path or name,
+                    node.op,
+                    role,
+                    "model",
+                    inputs,
+                    node.dims,
+                    node.dims_where,
+                    node.where,
+                    spec=node,
+                )
+            )
             scope[name] = Ref("node", name)
         outputs = {o: scope[o] for o in model.outputs if o in scope}
         return Program(model, self.phase, self.nodes, stacks, outputs)
@@ -189,22 +243,48 @@ class _Expander:
             _add(self.col, node.where, message, hint=hint or "declare it under 'stacks:'")
             return None
         if len(inputs) != 1:
-            _add(self.col, node.where, "a stack node reads exactly one value (its carried stream's initial value)", expected="1 input", got=str(len(inputs)))
+            _add(
+                self.col,
+                node.where,
+                "a stack node reads exactly one value (its carried stream's initial value)",
+                expected="1 input",
+                got=str(len(inputs)),
+            )
             return None
         carried = [n for n, st in spec.streams.items() if isinstance(st, dict) and st.get("carries") is True]
         if len(carried) != 1:
-            _add(self.col, spec.where, "a stack needs exactly one carried stream (the residual)", expected="streams: {hidden: {carries: true}}", got=f"{len(carried)} carried streams")
+            _add(
+                self.col,
+                spec.where,
+                "a stack needs exactly one carried stream (the residual)",
+                expected="streams: {hidden: {carries: true}}",
+                got=f"{len(carried)} carried streams",
+            )
             return None
         try:
             repeat_expr = parse_dim_expr(spec.repeat, self.symbols)
-            layers = sympy.sympify(repeat_expr.xreplace({self.symbols[k]: sympy.Integer(v) for k, v in self.dims.items()}))
+            layers = sympy.sympify(
+                repeat_expr.xreplace({self.symbols[k]: sympy.Integer(v) for k, v in self.dims.items()})
+            )
         except ExprSyntaxError as exc:
-            _add(self.col, spec.keys_where.get("repeat", spec.where), f"repeat of stack '{spec.name}': {exc}", expected="a dim expression over declared dims", got=repr(spec.repeat))
+            _add(
+                self.col,
+                spec.keys_where.get("repeat", spec.where),
+                f"repeat of stack '{spec.name}': {exc}",
+                expected="a dim expression over declared dims",
+                got=repr(spec.repeat),
+            )
             return None
         if not layers.is_Integer or int(layers) <= 0:
             missing = sorted(str(s) for s in layers.free_symbols)
-            _add(self.col, spec.keys_where.get("repeat", spec.where), f"repeat of stack '{spec.name}' must bind to a positive integer", expected="a positive integer", got=str(layers),
-                 hint=f"bind {', '.join(missing)} under dims: — dims are never defaulted" if missing else None)
+            _add(
+                self.col,
+                spec.keys_where.get("repeat", spec.where),
+                f"repeat of stack '{spec.name}' must bind to a positive integer",
+                expected="a positive integer",
+                got=str(layers),
+                hint=f"bind {', '.join(missing)} under dims: — dims are never defaulted" if missing else None,
+            )
             return None
         layers = int(layers)
         schedule = self.schedule(spec, layers)
@@ -216,12 +296,27 @@ class _Expander:
             fills = {**self.model.components, **self.model.templates[template]}
             block = fills.get("block")
             if block is None:
-                _add(self.col, self.model.templates_where[template], f"template '{template}' has no 'block' component", hint="add 'block: <component>' to the template or to the model's components")
+                _add(
+                    self.col,
+                    self.model.templates_where[template],
+                    f"template '{template}' has no 'block' component",
+                    hint="add 'block: <component>' to the template or to the model's components",
+                )
                 continue
             comp = self.component(block)
             if comp is None:
                 continue
-            outs = self.expand_component(comp, f"{spec.name}/{template}/", f"{spec.path}.{{layer}}.", [stream_ref], fills, block.rename, spec.name, template, block.where)
+            outs = self.expand_component(
+                comp,
+                f"{spec.name}/{template}/",
+                f"{spec.path}.{{layer}}.",
+                [stream_ref],
+                fills,
+                block.rename,
+                spec.name,
+                template,
+                block.where,
+            )
             if len(comp.outputs) == 1 and comp.outputs[0] in outs:
                 outputs[template] = outs[comp.outputs[0]]
         return StackIR(spec, layers, repeat_expr, carried[0], inputs[0], schedule, outputs)
@@ -233,7 +328,13 @@ class _Expander:
         result: list[str | None] = [None] * layers
         entries = [{"template": raw, "layers": f"0:{layers}"}] if isinstance(raw, str) else raw
         if not isinstance(entries, list):
-            _add(self.col, where, "schedule must be a template name or a list of {template, layers}", expected="string or list", got=type_name(raw))
+            _add(
+                self.col,
+                where,
+                "schedule must be a template name or a list of {template, layers}",
+                expected="string or list",
+                got=type_name(raw),
+            )
             return None
         ok = True
         for i, entry in enumerate(entries):
@@ -241,7 +342,13 @@ class _Expander:
             line, column = raw.item_pos(i) if isinstance(raw, LocList) else (where.line, where.column)
             at = Where(getattr(raw, "file", None) or where.file, line, column, p)
             if not isinstance(entry, dict) or set(entry) - {"template", "layers"} or "template" not in entry:
-                _add(self.col, at, "a schedule entry maps template and layers", expected="{template: NAME, layers: [i, …] | 'a:b'}", got=type_name(entry))
+                _add(
+                    self.col,
+                    at,
+                    "a schedule entry maps template and layers",
+                    expected="{template: NAME, layers: [i, …] | 'a:b'}",
+                    got=type_name(entry),
+                )
                 ok = False
                 continue
             tname = entry["template"]
@@ -252,26 +359,54 @@ class _Expander:
                 continue
             idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers)
             if idx is None:
-                _add(self.col, Where(at.file, at.line, at.column, f"{p}.layers"), "layers must be a list of layer indices or a slice 'a:b'", expected="[i, …] or 'a:b'", got=type_name(entry.get("layers")))
+                _add(
+                    self.col,
+                    Where(at.file, at.line, at.column, f"{p}.layers"),
+                    "layers must be a list of layer indices or a slice 'a:b'",
+                    expected="[i, …] or 'a:b'",
+                    got=type_name(entry.get("layers")),
+                )
                 ok = False
                 continue
             for layer in idx:
                 if not 0 <= layer < layers:
-                    _add(self.col, at, f"layer {layer} is outside 0..{layers - 1}", expected=f"0..{layers - 1}", got=str(layer))
+                    _add(
+                        self.col,
+                        at,
+                        f"layer {layer} is outside 0..{layers - 1}",
+                        expected=f"0..{layers - 1}",
+                        got=str(layer),
+                    )
                     ok = False
                 elif result[layer] is not None:
-                    _add(self.col, at, f"layer {layer} is scheduled twice ({result[layer]} and {tname})", hint="every layer needs exactly one template")
+                    _add(
+                        self.col,
+                        at,
+                        f"layer {layer} is scheduled twice ({result[layer]} and {tname})",
+                        hint="every layer needs exactly one template",
+                    )
                     ok = False
                 else:
                     result[layer] = tname
         missing = [i for i, t in enumerate(result) if t is None]
         if ok and missing:
-            _add(self.col, where, f"schedule of stack '{spec.name}' does not cover layers {_ranges(missing)}", expected=f"layers 0..{layers - 1} (repeat = {layers})", got=f"{layers - len(missing)} scheduled",
-                 hint="every layer needs exactly one template; add an entry for the missing layers")
+            _add(
+                self.col,
+                where,
+                f"schedule of stack '{spec.name}' does not cover layers {_ranges(missing)}",
+                expected=f"layers 0..{layers - 1} (repeat = {layers})",
+                got=f"{layers - len(missing)} scheduled",
+                hint="every layer needs exactly one template; add an entry for the missing layers",
+            )
             ok = False
         unused = [t for t in templates if t not in result]
         if ok and unused and len(self.model.stacks) == 1:
-            _add(self.col, self.model.templates_where[unused[0]], f"template '{unused[0]}' is declared but no layer uses it", hint="remove it or add it to the schedule")
+            _add(
+                self.col,
+                self.model.templates_where[unused[0]],
+                f"template '{unused[0]}' is declared but no layer uses it",
+                hint="remove it or add it to the schedule",
+            )
             ok = False
         return result if ok else None  # type: ignore[return-value]
 

@@ -76,7 +76,12 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
         if ref.kind == "input":
             axes = MODEL_INPUT_SHAPES.get(ref.name)
             if axes is None:
-                _add(col, node.where, f"model input '{ref.name}' has no known shape", hint=f"known inputs: {', '.join(MODEL_INPUT_SHAPES)}")
+                _add(
+                    col,
+                    node.where,
+                    f"model input '{ref.name}' has no known shape",
+                    hint=f"known inputs: {', '.join(MODEL_INPUT_SHAPES)}",
+                )
                 return None
             return [_runtime_axis(a) for a in axes]
         if ref.kind == "node":
@@ -103,10 +108,14 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             if res is None:
                 return None
             if [a.value for a in res.shape] != [a.value for a in shape_in]:
-                _add(col, st.spec.where, f"the carried stream '{st.stream}' changes shape across a layer of template '{template}'",
-                     expected="[" + ", ".join(a.label for a in shape_in) + "]",
-                     got="[" + ", ".join(a.label for a in res.shape) + "]",
-                     hint="a block's output must have the shape of its input; check the block's last node")
+                _add(
+                    col,
+                    st.spec.where,
+                    f"the carried stream '{st.stream}' changes shape across a layer of template '{template}'",
+                    expected="[" + ", ".join(a.label for a in shape_in) + "]",
+                    got="[" + ", ".join(a.label for a in res.shape) + "]",
+                    hint="a block's output must have the shape of its input; check the block's last node",
+                )
                 return None
         stack_shapes[name] = shape_in
         return shape_in
@@ -140,21 +149,46 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
         try:
             shape = prim.output_shape(ctx)
         except NodeShapeError as exc:
-            col.issues.append(Issue(f"node '{node.uid}' ({node.op}): {exc}", file=node.where.file, line=node.where.line,
-                                    column=node.where.column, path=node.where.path, expected=exc.expected, got=exc.got, hint=exc.hint))
+            col.issues.append(
+                Issue(
+                    f"node '{node.uid}' ({node.op}): {exc}",
+                    file=node.where.file,
+                    line=node.where.line,
+                    column=node.where.column,
+                    path=node.where.path,
+                    expected=exc.expected,
+                    got=exc.got,
+                    hint=exc.hint,
+                )
+            )
             continue
         ctx.out = shape
         weights = prim.weights(ctx)
-        col.issues.extend(check_weight_axes(node.spec, list(weights[0].axes) if weights else [], library.dims, symbols, binding))
-        results[node.uid] = NodeResult(node, ins, shape, sympy.sympify(prim.flops(ctx)), weights, sympy.sympify(prim.copies(ctx)), sympy.sympify(prim.active_copies(ctx)))
+        col.issues.extend(
+            check_weight_axes(node.spec, list(weights[0].axes) if weights else [], library.dims, symbols, binding)
+        )
+        results[node.uid] = NodeResult(
+            node,
+            ins,
+            shape,
+            sympy.sympify(prim.flops(ctx)),
+            weights,
+            sympy.sympify(prim.copies(ctx)),
+            sympy.sympify(prim.active_copies(ctx)),
+        )
     for ref in program.outputs.values():
         if ref.kind == "stream":
             _stack_output(ref.name)
     if unbound:
         model = program.model
         for dim, paths in sorted(unbound.items()):
-            col.issues.append(Issue(
-                f"dim '{dim}' is used but not bound by model '{model.name}' (used at {', '.join(sorted(set(paths))[:3])})",
-                file=model.file, line=model.where["dims"].line if "dims" in model.where else None, path="$.dims",
-                hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted"))
+            col.issues.append(
+                Issue(
+                    f"dim '{dim}' is used but not bound by model '{model.name}' (used at {', '.join(sorted(set(paths))[:3])})",
+                    file=model.file,
+                    line=model.where["dims"].line if "dims" in model.where else None,
+                    path="$.dims",
+                    hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted",
+                )
+            )
     return Walk(program, results, binding, stack_shapes)

@@ -17,13 +17,23 @@ def read_config(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         near = did_you_mean(path.name, [p.name for p in path.parent.glob("*.json")]) if path.parent.is_dir() else None
-        raise ConfigError(issues=[Issue("config file not found", file=str(path), hint=near or f"put the config.json under {path.parent}")]) from None
+        raise ConfigError(
+            issues=[
+                Issue("config file not found", file=str(path), hint=near or f"put the config.json under {path.parent}")
+            ]
+        ) from None
     except OSError as exc:
         raise ConfigError(issues=[Issue(f"cannot read config: {exc.strerror}", file=str(path))]) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(issues=[Issue(f"config is not valid JSON: {exc.msg}", file=str(path), line=exc.lineno, column=exc.colno)]) from None
+        raise ConfigError(
+            issues=[Issue(f"config is not valid JSON: {exc.msg}", file=str(path), line=exc.lineno, column=exc.colno)]
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(issues=[Issue("config.json must hold a JSON object", file=str(path), expected="object", got=type(data).__name__)])
+        raise ConfigError(
+            issues=[
+                Issue("config.json must hold a JSON object", file=str(path), expected="object", got=type(data).__name__)
+            ]
+        )
     return data

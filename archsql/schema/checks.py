@@ -16,7 +16,18 @@ class Collector:
         self.file = file
         self.issues: list[Issue] = []
 
-    def add(self, obj: Any, key: str | int | None, path: str, message: str, *, expected=None, got=None, hint=None, value=False):
+    def add(
+        self,
+        obj: Any,
+        key: str | int | None,
+        path: str,
+        message: str,
+        *,
+        expected=None,
+        got=None,
+        hint=None,
+        value=False,
+    ):
         line = col = None
         if isinstance(obj, LocDict) and isinstance(key, str):
             line, col = obj.value_pos(key) if value else obj.key_pos(key)
@@ -29,8 +40,15 @@ class Collector:
             Issue(message, file=file, line=line, column=col, path=path, expected=expected, got=got, hint=hint)
         )
 
-    def keys(self, obj: Any, path: str, allowed: Iterable[str], required: Iterable[str] = (), what: str = "key",
-             at: tuple[Any, str | int] | None = None) -> bool:
+    def keys(
+        self,
+        obj: Any,
+        path: str,
+        allowed: Iterable[str],
+        required: Iterable[str] = (),
+        what: str = "key",
+        at: tuple[Any, str | int] | None = None,
+    ) -> bool:
         """Closed mapping check. Returns False when ``obj`` is not a mapping.
 
         ``at`` = (parent, key) locates a scalar ``obj``, which carries no position itself."""
@@ -54,7 +72,15 @@ class Collector:
         value = obj.get(key)
         ok = False if isinstance(value, bool) and bool not in types else isinstance(value, types)
         if not ok:
-            self.add(obj, key, f"{path}.{key}", f"wrong type for '{key}'", expected=expected, got=type_name(value), value=True)
+            self.add(
+                obj,
+                key,
+                f"{path}.{key}",
+                f"wrong type for '{key}'",
+                expected=expected,
+                got=type_name(value),
+                value=True,
+            )
         return ok
 
 

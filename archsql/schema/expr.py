@@ -55,7 +55,15 @@ def _parse(text: str) -> ast.expr:
     if isinstance(text, int | float):
         text = repr(text)
     if not isinstance(text, str):
-        kind = "a list" if isinstance(text, list) else "a mapping" if isinstance(text, dict) else "null" if text is None else type(text).__name__
+        kind = (
+            "a list"
+            if isinstance(text, list)
+            else "a mapping"
+            if isinstance(text, dict)
+            else "null"
+            if text is None
+            else type(text).__name__
+        )
         raise ExprSyntaxError(f"expected an expression string or number, got {kind}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
@@ -162,9 +170,14 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
             return walk(node.body) if walk(node.test) else walk(node.orelse)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, right = walk(node.left), walk(node.comparators[0])
-            ops = {ast.Eq: left == right, ast.NotEq: left != right, ast.Lt: _num(left) < _num(right),
-                   ast.Gt: _num(left) > _num(right), ast.LtE: _num(left) <= _num(right),
-                   ast.GtE: _num(left) >= _num(right)}
+            ops = {
+                ast.Eq: left == right,
+                ast.NotEq: left != right,
+                ast.Lt: _num(left) < _num(right),
+                ast.Gt: _num(left) > _num(right),
+                ast.LtE: _num(left) <= _num(right),
+                ast.GtE: _num(left) >= _num(right),
+            }
             if type(node.ops[0]) in ops:
                 return int(ops[type(node.ops[0])])
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:

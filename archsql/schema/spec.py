@@ -17,7 +17,20 @@ from archsql.schema.yamlsrc import LocDict, load_yaml
 
 NODE_KEYS = ("op", "slot", "stack", "in", "dims", "weight_axes", "path", "role", "doc")
 COMPONENT_KEYS = ("component", "role", "doc", "inputs", "slots", "cache", "decode_variant", "graph", "outputs")
-MODEL_KEYS = ("model", "extends", "hf_id", "config", "doc", "dims", "components", "templates", "stacks", "inputs", "graph", "outputs")
+MODEL_KEYS = (
+    "model",
+    "extends",
+    "hf_id",
+    "config",
+    "doc",
+    "dims",
+    "components",
+    "templates",
+    "stacks",
+    "inputs",
+    "graph",
+    "outputs",
+)
 STACK_KEYS = ("repeat", "path", "streams", "schedule")
 STREAM_KEYS = ("carries",)
 SLOT_FILL_KEYS = ("component", "path", "rename")
@@ -25,7 +38,19 @@ CACHE_KEYS = ("family", "entries")
 CACHE_ENTRY_KEYS = ("node", "kind", "growth")
 CACHE_GROWTHS = ("per_token",)
 DIMS_ENTRY_KEYS = ("kind", "shardable_by", "doc")
-DIM_KINDS = ("hidden", "layers", "head_count", "head_dim", "ffn", "expert_count", "count", "vocab", "context", "flag", "whole")
+DIM_KINDS = (
+    "hidden",
+    "layers",
+    "head_count",
+    "head_dim",
+    "ffn",
+    "expert_count",
+    "count",
+    "vocab",
+    "context",
+    "flag",
+    "whole",
+)
 ROLE_KEYS = ("doc", "container")
 
 
@@ -135,14 +160,30 @@ def _str_list(col: Collector, obj: LocDict, key: str, path: str) -> list[str]:
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    col.add(obj, key, f"{path}.{key}", f"'{key}' must be a name or a list of names", expected="string or list of strings", got=type_name(value), value=True)
+    col.add(
+        obj,
+        key,
+        f"{path}.{key}",
+        f"'{key}' must be a name or a list of names",
+        expected="string or list of strings",
+        got=type_name(value),
+        value=True,
+    )
     return []
 
 
 def _parse_graph(col: Collector, parent: Any, path: str, allow_slot: bool, allow_stack: bool) -> dict[str, NodeSpec]:
     obj = parent.get("graph")
     if not isinstance(obj, dict) or not obj:
-        col.add(parent, "graph", path, "graph must be a non-empty mapping of node name → node", expected="non-empty mapping", got=type_name(obj), value=obj is not None)
+        col.add(
+            parent,
+            "graph",
+            path,
+            "graph must be a non-empty mapping of node name → node",
+            expected="non-empty mapping",
+            got=type_name(obj),
+            value=obj is not None,
+        )
         return {}
     nodes: dict[str, NodeSpec] = {}
     for name, raw in obj.items():
@@ -156,12 +197,25 @@ def _parse_graph(col: Collector, parent: Any, path: str, allow_slot: bool, allow
         node = NodeSpec(name=name, where=where)
         kinds = [k for k in ("op", "slot", "stack") if k in raw]
         if len(kinds) != 1:
-            col.add(raw, None, npath, "a node needs exactly one of 'op', 'slot', 'stack'", expected="one of op/slot/stack", got=", ".join(kinds) or "none")
+            col.add(
+                raw,
+                None,
+                npath,
+                "a node needs exactly one of 'op', 'slot', 'stack'",
+                expected="one of op/slot/stack",
+                got=", ".join(kinds) or "none",
+            )
         for k in kinds:
             if col.type(raw, k, npath, (str,), "a name"):
                 setattr(node, k, raw[k])
         if node.slot and not allow_slot:
-            col.add(raw, "slot", f"{npath}.slot", "'slot:' nodes are only allowed in components with role 'block'", hint="declare the component's role as block and list the slot under 'slots:'")
+            col.add(
+                raw,
+                "slot",
+                f"{npath}.slot",
+                "'slot:' nodes are only allowed in components with role 'block'",
+                hint="declare the component's role as block and list the slot under 'slots:'",
+            )
         if node.stack and not allow_stack:
             col.add(raw, "stack", f"{npath}.stack", "'stack:' nodes are only allowed in model graphs")
         if "in" in raw:
@@ -172,7 +226,15 @@ def _parse_graph(col: Collector, parent: Any, path: str, allow_slot: bool, allow
                 node.dims = dict(dims)
                 node.dims_where = {k: _where(col.file, dims, k, f"{npath}.dims.{k}") for k in dims}
             else:
-                col.add(raw, "dims", f"{npath}.dims", "dims must be a mapping of parameter → dim expression", expected="mapping", got=type_name(dims), value=True)
+                col.add(
+                    raw,
+                    "dims",
+                    f"{npath}.dims",
+                    "dims must be a mapping of parameter → dim expression",
+                    expected="mapping",
+                    got=type_name(dims),
+                    value=True,
+                )
         for k in ("path", "role"):
             if k in raw and col.type(raw, k, npath, (str,), "a string"):
                 setattr(node, k, raw[k])
@@ -180,7 +242,15 @@ def _parse_graph(col: Collector, parent: Any, path: str, allow_slot: bool, allow
         if "weight_axes" in raw:
             node.weight_axes_where = _where(col.file, raw, "weight_axes", f"{npath}.weight_axes")
         if node.weight_axes is not None and not isinstance(node.weight_axes, list):
-            col.add(raw, "weight_axes", f"{npath}.weight_axes", "weight_axes must be a list (one entry per weight axis)", expected="list", got=type_name(node.weight_axes), value=True)
+            col.add(
+                raw,
+                "weight_axes",
+                f"{npath}.weight_axes",
+                "weight_axes must be a list (one entry per weight axis)",
+                expected="list",
+                got=type_name(node.weight_axes),
+                value=True,
+            )
         nodes[name] = node
     return nodes
 
@@ -197,8 +267,20 @@ def load_dims_table(path: Path) -> dict[str, dict]:
             p = f"$.{name}"
             if col.keys(entry, p, DIMS_ENTRY_KEYS, ("kind",), what="dim field"):
                 if entry.get("kind") not in DIM_KINDS:
-                    col.add(entry, "kind", f"{p}.kind", f"unknown dim kind {entry.get('kind')!r}", expected=" | ".join(DIM_KINDS), got=type_name(entry.get("kind")), value=True)
-                out[name] = {"kind": entry.get("kind"), "shardable_by": list(entry.get("shardable_by") or []), "doc": entry.get("doc", "")}
+                    col.add(
+                        entry,
+                        "kind",
+                        f"{p}.kind",
+                        f"unknown dim kind {entry.get('kind')!r}",
+                        expected=" | ".join(DIM_KINDS),
+                        got=type_name(entry.get("kind")),
+                        value=True,
+                    )
+                out[name] = {
+                    "kind": entry.get("kind"),
+                    "shardable_by": list(entry.get("shardable_by") or []),
+                    "doc": entry.get("doc", ""),
+                }
     if col.issues:
         raise SpecError(issues=col.issues)
     return out
@@ -227,17 +309,36 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
         return None, col
     name = data.get("component")
     if isinstance(name, str) and name != path.stem:
-        col.add(data, "component", "$.component", "component name must equal the file name", expected=path.stem, got=name, value=True)
+        col.add(
+            data,
+            "component",
+            "$.component",
+            "component name must equal the file name",
+            expected=path.stem,
+            got=name,
+            value=True,
+        )
     role = data.get("role") if isinstance(data.get("role"), str) else ""
     if "role" in data:
         col.type(data, "role", "$", (str,), "a role name")
     slots: dict[str, str] = {}
     if "slots" in data:
         raw_slots = data["slots"]
-        if isinstance(raw_slots, dict) and all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(r, str) for r in v)) for v in raw_slots.values()):
+        if isinstance(raw_slots, dict) and all(
+            isinstance(v, str) or (isinstance(v, list) and all(isinstance(r, str) for r in v))
+            for v in raw_slots.values()
+        ):
             slots = {k: [v] if isinstance(v, str) else list(v) for k, v in raw_slots.items()}
         else:
-            col.add(data, "slots", "$.slots", "slots must map slot name → role (or list of roles)", expected="mapping of strings", got=type_name(raw_slots), value=True)
+            col.add(
+                data,
+                "slots",
+                "$.slots",
+                "slots must map slot name → role (or list of roles)",
+                expected="mapping of strings",
+                got=type_name(raw_slots),
+                value=True,
+            )
     # a missing graph is reported as a missing required key; do not report it twice
     graph = _parse_graph(col, data, "$.graph", allow_slot=True, allow_stack=False) if "graph" in data else {}
     spec = ComponentSpec(
@@ -259,15 +360,35 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
             spec.cache_family = str(cache.get("family", "kv"))
             entries = cache.get("entries")
             if not isinstance(entries, list):
-                col.add(cache, "entries", "$.cache.entries", "cache entries must be a list", expected="list", got=type_name(entries), value=True)
+                col.add(
+                    cache,
+                    "entries",
+                    "$.cache.entries",
+                    "cache entries must be a list",
+                    expected="list",
+                    got=type_name(entries),
+                    value=True,
+                )
                 entries = []
             for i, entry in enumerate(entries):
                 p = f"$.cache.entries[{i}]"
                 if col.keys(entry, p, CACHE_ENTRY_KEYS, ("node", "kind"), at=(entries, i)):
                     growth = entry.get("growth", "per_token")
                     if growth not in CACHE_GROWTHS:
-                        col.add(entry, "growth", f"{p}.growth", f"unknown cache growth {growth!r}", expected=" | ".join(CACHE_GROWTHS), got=type_name(growth), value=True)
-                    spec.cache.append(CacheEntry(str(entry.get("node")), str(entry.get("kind")), growth, _where(str(path), entry, None, p)))
+                        col.add(
+                            entry,
+                            "growth",
+                            f"{p}.growth",
+                            f"unknown cache growth {growth!r}",
+                            expected=" | ".join(CACHE_GROWTHS),
+                            got=type_name(growth),
+                            value=True,
+                        )
+                    spec.cache.append(
+                        CacheEntry(
+                            str(entry.get("node")), str(entry.get("kind")), growth, _where(str(path), entry, None, p)
+                        )
+                    )
     return spec, col
 
 
@@ -282,7 +403,15 @@ def _slot_fill(col: Collector, obj: Any, key: str, path: str) -> SlotFill | None
     if col.keys(raw, path, SLOT_FILL_KEYS, ("component",), at=(obj, key)):
         rename = raw.get("rename") or {}
         if not isinstance(rename, dict):
-            col.add(raw, "rename", f"{path}.rename", "rename maps path segment → checkpoint segment", expected="mapping", got=type_name(rename), value=True)
+            col.add(
+                raw,
+                "rename",
+                f"{path}.rename",
+                "rename maps path segment → checkpoint segment",
+                expected="mapping",
+                got=type_name(rename),
+                value=True,
+            )
             rename = {}
         return SlotFill(str(raw.get("component")), raw.get("path"), {str(k): str(v) for k, v in rename.items()}, where)
     return None
@@ -314,11 +443,23 @@ def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ..
     if not isinstance(parent, str) or not base_path.exists():
         from archsql.errors import did_you_mean
 
-        col.add(data, "extends", "$.extends", f"extends names model {parent!r}, which has no file {base_path.name} next to this one",
-                hint=did_you_mean(str(parent), [p.stem for p in path.parent.glob("*.yaml")]), value=True)
+        col.add(
+            data,
+            "extends",
+            "$.extends",
+            f"extends names model {parent!r}, which has no file {base_path.name} next to this one",
+            hint=did_you_mean(str(parent), [p.stem for p in path.parent.glob("*.yaml")]),
+            value=True,
+        )
         return data
     if base_path.resolve() in seen:
-        col.add(data, "extends", "$.extends", "extends chain forms a cycle: " + " → ".join(p.stem for p in (*seen, base_path)), value=True)
+        col.add(
+            data,
+            "extends",
+            "$.extends",
+            "extends chain forms a cycle: " + " → ".join(p.stem for p in (*seen, base_path)),
+            value=True,
+        )
         return data
     base = _resolve_extends(base_path, load_yaml(base_path), col, (*seen, path.resolve()))
     return _merge(base, data) if isinstance(base, dict) else data
@@ -339,7 +480,15 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
     dims = data.get("dims")
     if not isinstance(dims, dict):
         if "dims" in data:
-            col.add(data, "dims", "$.dims", "dims must map dim → binding", expected="mapping", got=type_name(dims), value=True)
+            col.add(
+                data,
+                "dims",
+                "$.dims",
+                "dims must map dim → binding",
+                expected="mapping",
+                got=type_name(dims),
+                value=True,
+            )
         dims = {}
     components: dict[str, SlotFill] = {}
     if isinstance(data.get("components"), dict):
@@ -348,7 +497,15 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             if fill:
                 components[slot] = fill
     elif "components" in data:
-        col.add(data, "components", "$.components", "components must map slot → component", expected="mapping", got=type_name(data["components"]), value=True)
+        col.add(
+            data,
+            "components",
+            "$.components",
+            "components must map slot → component",
+            expected="mapping",
+            got=type_name(data["components"]),
+            value=True,
+        )
     templates: dict[str, dict[str, SlotFill]] = {}
     templates_where: dict[str, Where] = {}
     raw_templates = data.get("templates")
@@ -358,7 +515,15 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             templates_where[tname] = _where(col.file, raw_templates, tname, tpath)
             raw = raw if raw is not None else {}
             if not isinstance(raw, dict):
-                col.add(raw_templates, tname, tpath, "a template maps slot → component", expected="mapping", got=type_name(raw), value=True)
+                col.add(
+                    raw_templates,
+                    tname,
+                    tpath,
+                    "a template maps slot → component",
+                    expected="mapping",
+                    got=type_name(raw),
+                    value=True,
+                )
                 continue
             fills = {}
             for slot in raw:
@@ -367,18 +532,40 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
                     fills[slot] = fill
             templates[tname] = fills
     elif "templates" in data:
-        col.add(data, "templates", "$.templates", "templates must be a non-empty mapping", expected="mapping", got=type_name(raw_templates), value=True)
+        col.add(
+            data,
+            "templates",
+            "$.templates",
+            "templates must be a non-empty mapping",
+            expected="mapping",
+            got=type_name(raw_templates),
+            value=True,
+        )
     stacks: dict[str, StackSpec] = {}
     raw_stacks = data.get("stacks") or {}
     if not isinstance(raw_stacks, dict):
-        col.add(data, "stacks", "$.stacks", "stacks must be a mapping", expected="mapping", got=type_name(raw_stacks), value=True)
+        col.add(
+            data,
+            "stacks",
+            "$.stacks",
+            "stacks must be a mapping",
+            expected="mapping",
+            got=type_name(raw_stacks),
+            value=True,
+        )
         raw_stacks = {}
     for sname, raw in raw_stacks.items():
         spath = f"$.stacks.{sname}"
         if not col.keys(raw, spath, STACK_KEYS, ("repeat", "streams", "schedule"), at=(raw_stacks, sname)):
             continue
         streams = raw.get("streams")
-        if col.keys(streams, f"{spath}.streams", streams.keys() if isinstance(streams, dict) else (), what="stream", at=(raw, "streams")):
+        if col.keys(
+            streams,
+            f"{spath}.streams",
+            streams.keys() if isinstance(streams, dict) else (),
+            what="stream",
+            at=(raw, "streams"),
+        ):
             for stname, st in streams.items():
                 col.keys(st, f"{spath}.streams.{stname}", STREAM_KEYS, what="stream field", at=(streams, stname))
         stacks[sname] = StackSpec(

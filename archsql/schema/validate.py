@@ -40,7 +40,9 @@ def check_node_params(col: Collector, node: NodeSpec, prim: type, dims_table: Ma
     for key, raw in node.dims.items():
         where = node.dims_where[key]
         if key not in params:
-            hint = did_you_mean(key, params) or (f"{prim.name} takes: {', '.join(params)}" if params else f"{prim.name} takes no dims")
+            hint = did_you_mean(key, params) or (
+                f"{prim.name} takes: {', '.join(params)}" if params else f"{prim.name} takes no dims"
+            )
             _add(col, where, f"unknown parameter '{key}' for op '{prim.name}'", hint=hint)
             continue
         kind = params[key].kind
@@ -61,10 +63,22 @@ def check_node_params(col: Collector, node: NodeSpec, prim: type, dims_table: Ma
                     unknown = [n for n in expr_names(text) if n not in symbols] if _parses(text) else []
                     if unknown:
                         name_hint = did_you_mean(unknown[0], symbols) or "declare new dims in archsql/specs/dims.yaml"
-                _add(col, where, str(exc).split(";")[0], expected="a dim expression over declared dims", got=type_name(text), hint=name_hint)
+                _add(
+                    col,
+                    where,
+                    str(exc).split(";")[0],
+                    expected="a dim expression over declared dims",
+                    got=type_name(text),
+                    hint=name_hint,
+                )
     for key, param in params.items():
         if param.required and key not in node.dims:
-            _add(col, node.where, f"op '{prim.name}' needs parameter '{key}' ({param.doc})", hint=f"add '{key}: <dim expression>' under {node.where.path}.dims")
+            _add(
+                col,
+                node.where,
+                f"op '{prim.name}' needs parameter '{key}' ({param.doc})",
+                hint=f"add '{key}: <dim expression>' under {node.where.path}.dims",
+            )
 
 
 def _parses(text: str) -> bool:
@@ -75,20 +89,37 @@ def _parses(text: str) -> bool:
         return False
 
 
-def check_graph(col: Collector, graph: Mapping[str, NodeSpec], inputs: list[str], outputs: list[str], where_outputs: Where | None, where_root: Where) -> list[str]:
+def check_graph(
+    col: Collector,
+    graph: Mapping[str, NodeSpec],
+    inputs: list[str],
+    outputs: list[str],
+    where_outputs: Where | None,
+    where_root: Where,
+) -> list[str]:
     """Dangling ``in:`` references, unknown outputs and cycles.  Returns a topological order."""
     known = set(graph) | set(inputs)
     for node in graph.values():
         for ref in node.inputs:
             if ref not in known:
                 hint = did_you_mean(ref, known) or f"known names here: {', '.join(sorted(known))}"
-                _add(col, node.where, f"node '{node.name}' reads '{ref}', which is neither a node nor an input", hint=hint)
+                _add(
+                    col,
+                    node.where,
+                    f"node '{node.name}' reads '{ref}', which is neither a node nor an input",
+                    hint=hint,
+                )
     for name in inputs:
         if name in graph:
             _add(col, where_root, f"'{name}' is both an input and a node", hint="rename the node")
     for out in outputs if graph else ():  # an empty graph is reported where it is parsed
         if out not in graph:
-            _add(col, where_outputs or where_root, f"output '{out}' is not a node", hint=did_you_mean(out, graph) or "list node names under outputs")
+            _add(
+                col,
+                where_outputs or where_root,
+                f"output '{out}' is not a node",
+                hint=did_you_mean(out, graph) or "list node names under outputs",
+            )
     # Kahn's algorithm
     indeg = {n: sum(1 for r in graph[n].inputs if r in graph) for n in graph}
     users: dict[str, list[str]] = {n: [] for n in graph}
@@ -107,7 +138,12 @@ def check_graph(col: Collector, graph: Mapping[str, NodeSpec], inputs: list[str]
     if len(order) < len(graph):
         stuck = [n for n in graph if n not in order]
         cycle = _find_cycle(graph, stuck)
-        _add(col, graph[cycle[0]].where, "cycle in graph: " + " → ".join([*cycle, cycle[0]]), hint="a node cannot depend on its own output; cross-layer values go through a stack stream")
+        _add(
+            col,
+            graph[cycle[0]].where,
+            "cycle in graph: " + " → ".join([*cycle, cycle[0]]),
+            hint="a node cannot depend on its own output; cross-layer values go through a stack stream",
+        )
         order += stuck
     return order
 
@@ -119,7 +155,7 @@ def _find_cycle(graph: Mapping[str, NodeSpec], stuck: list[str]) -> list[str]:
     while node not in seen:
         seen.append(node)
         node = next(r for r in graph[node].inputs if r in stuck_set)
-    return seen[seen.index(node):]
+    return seen[seen.index(node) :]
 
 
 def check_component(col: Collector, comp: ComponentSpec, library) -> None:
@@ -146,16 +182,33 @@ def check_component(col: Collector, comp: ComponentSpec, library) -> None:
                 _check_arity(col, node, prim)
         if node.slot is not None:
             if node.slot not in comp.slots:
-                _add(col, node.where, f"node '{node.name}' fills slot '{node.slot}', which the component does not declare", hint=did_you_mean(node.slot, comp.slots) or "declare it under 'slots: {name: role}'")
+                _add(
+                    col,
+                    node.where,
+                    f"node '{node.name}' fills slot '{node.slot}', which the component does not declare",
+                    hint=did_you_mean(node.slot, comp.slots) or "declare it under 'slots: {name: role}'",
+                )
             if node.dims:
                 _add(col, node.where, "a slot node takes no dims; the component filling it binds its own")
         if node.role is not None and node.role not in roles:
             message, hint = unknown_name("role", node.role, roles)
             _add(col, node.where, message, hint=hint)
-    check_graph(col, comp.graph, comp.inputs, comp.outputs, comp.where.get("outputs"), comp.where.get("graph", Where(comp.file, None, None, "$")))
+    check_graph(
+        col,
+        comp.graph,
+        comp.inputs,
+        comp.outputs,
+        comp.where.get("outputs"),
+        comp.where.get("graph", Where(comp.file, None, None, "$")),
+    )
     for entry in comp.cache if comp.graph else ():
         if entry.node not in comp.graph:
-            _add(col, entry.where, f"cache entry names node '{entry.node}', which is not in the graph", hint=did_you_mean(entry.node, comp.graph))
+            _add(
+                col,
+                entry.where,
+                f"cache entry names node '{entry.node}', which is not in the graph",
+                hint=did_you_mean(entry.node, comp.graph),
+            )
     if comp.decode_variant and comp.decode_variant not in library.component_files:
         message, hint = unknown_name("component", comp.decode_variant, library.component_files)
         _add(col, comp.where["decode_variant"], f"decode_variant: {message}", hint=hint)
@@ -166,7 +219,13 @@ def _check_arity(col: Collector, node: NodeSpec, prim: type) -> None:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     if not lo <= len(node.inputs) <= hi:
         want = str(lo) if lo == hi else f"{lo}..{hi}"
-        _add(col, node.where, f"op '{prim.name}' takes {want} input(s)", expected=f"{want} input(s) under 'in:'", got=f"{len(node.inputs)}")
+        _add(
+            col,
+            node.where,
+            f"op '{prim.name}' takes {want} input(s)",
+            expected=f"{want} input(s) under 'in:'",
+            got=f"{len(node.inputs)}",
+        )
 
 
 def config_path(model: ModelSpec, configs_dir: Path) -> Path:
@@ -205,7 +264,16 @@ def bind_dims(col: Collector, model: ModelSpec, config: Mapping[str, Any], libra
             value = eval_binding(text, config)
         except KeyError as exc:
             key, hint = exc.args
-            _add(col, where, f"config key '{key}' is missing from {Path(model.config_file).name}", hint=(hint + " — or bind the dim to a number" if hint else "use 'config.<key> or <fallback>' or bind the dim to a number"))
+            _add(
+                col,
+                where,
+                f"config key '{key}' is missing from {Path(model.config_file).name}",
+                hint=(
+                    hint + " — or bind the dim to a number"
+                    if hint
+                    else "use 'config.<key> or <fallback>' or bind the dim to a number"
+                ),
+            )
             continue
         except ExprSyntaxError as exc:
             _add(col, where, str(exc), expected="a number or an expression over config.<key>", got=type_name(text))

@@ -43,13 +43,7 @@ def view_files(views_dir: str | Path | None = None) -> list[ViewFile]:
         for path in sorted((root / layer).glob("*.sql")):
             name = path.stem.lower()
             if name in files:
-                raise QueryError(
-                    issues=[
-                        Issue(
-                            f"view '{name}' is also defined in {files[name].path}", file=str(path)
-                        )
-                    ]
-                )
+                raise QueryError(issues=[Issue(f"view '{name}' is also defined in {files[name].path}", file=str(path))])
             files[name] = ViewFile(name, layer, path, path.read_text(encoding="utf-8"))
     return list(files.values())
 
@@ -62,10 +56,7 @@ def create_views(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = 
     clash = sorted(tables & set(files))
     if clash:
         raise QueryError(
-            issues=[
-                Issue(f"view name '{n}' is already a table of the store", file=str(files[n].path))
-                for n in clash
-            ]
+            issues=[Issue(f"view name '{n}' is already a table of the store", file=str(files[n].path)) for n in clash]
         )
     trees = {name: _parse(f) for name, f in files.items()}
     known = set(schema) | set(files)
@@ -111,9 +102,7 @@ def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
     return docs
 
 
-def check_invariants(
-    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None
-) -> list[tuple[str, str, int]]:
+def check_invariants(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> list[tuple[str, str, int]]:
     """Run every invariant; return ``(view, invariant, violating rows)`` for those that fail."""
     failures = []
     for view, doc in view_docs(views_dir).items():
@@ -133,17 +122,14 @@ def _parse(f: ViewFile) -> exp.Expression:
     except ParseError as exc:
         raise QueryError(
             issues=[
-                Issue(e["description"], file=str(f.path), line=e.get("line"), column=e.get("col"))
-                for e in exc.errors
+                Issue(e["description"], file=str(f.path), line=e.get("line"), column=e.get("col")) for e in exc.errors
             ]
             or [Issue(str(exc), file=str(f.path))]
         ) from None
     except TokenError as exc:
         raise QueryError(issues=[Issue(str(exc), file=str(f.path))]) from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-        raise QueryError(
-            issues=[Issue("a view file must hold exactly one SELECT query", file=str(f.path))]
-        )
+        raise QueryError(issues=[Issue("a view file must hold exactly one SELECT query", file=str(f.path))])
     return trees[0]
 
 
@@ -223,9 +209,7 @@ def _relations(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return {name.lower(): kind for name, kind in rows}
 
 
-def _live_schema(
-    con: duckdb.DuckDBPyConnection, only: str | None = None
-) -> dict[str, dict[str, str]]:
+def _live_schema(con: duckdb.DuckDBPyConnection, only: str | None = None) -> dict[str, dict[str, str]]:
     sql = (
         "select table_name, column_name, data_type from information_schema.columns "
         "where table_catalog = current_database() and table_schema = 'main'"
@@ -235,9 +219,7 @@ def _live_schema(
         sql += " and lower(table_name) = ?"
         params.append(only)
     schema: dict[str, dict[str, str]] = {}
-    for table, column, dtype in con.execute(
-        sql + " order by table_name, ordinal_position", params
-    ).fetchall():
+    for table, column, dtype in con.execute(sql + " order by table_name, ordinal_position", params).fetchall():
         schema.setdefault(table.lower(), {})[column] = _sqlglot_type(dtype)
     return schema
 
@@ -267,20 +249,14 @@ def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str
             if node is not None:
                 line, col = _position(f.sql, node.this)
                 hint = _column_hint(node, match.group(1), tree, schema)
-        raise QueryError(
-            issues=[Issue(message, file=str(f.path), line=line, column=col, hint=hint)]
-        ) from None
+        raise QueryError(issues=[Issue(message, file=str(f.path), line=line, column=col, hint=hint)]) from None
 
 
 def _find_column(tree: exp.Expression, name: str, line_col: re.Match | None):
     candidates = [c for c in tree.find_all(exp.Column) if c.name.lower() == name.lower()]
     if line_col:
         line, col = int(line_col.group(1)), int(line_col.group(2))
-        exact = [
-            c
-            for c in candidates
-            if (c.this.meta.get("line"), c.this.meta.get("col")) == (line, col)
-        ]
+        exact = [c for c in candidates if (c.this.meta.get("line"), c.this.meta.get("col")) == (line, col)]
         candidates = exact or candidates
     return min(candidates, key=lambda c: c.this.meta.get("start", 0), default=None)
 
@@ -340,9 +316,7 @@ def _check_doc(doc: Any, file: str) -> list[Issue]:
             issues += _check_keys(item, keys, file, where)
             for key in keys - {"unit"}:
                 if not isinstance(item.get(key), str) or not item[key].strip():
-                    issues.append(
-                        Issue(f"{key} must be non-empty text", file=file, path=f"{where}.{key}")
-                    )
+                    issues.append(Issue(f"{key} must be non-empty text", file=file, path=f"{where}.{key}"))
     return issues
 
 
@@ -360,8 +334,5 @@ def _check_keys(item: dict, keys: set[str], file: str, where: str) -> list[Issue
         for k in item
         if k not in keys
     ]
-    out += [
-        Issue(f"missing key '{k}'", file=file, line=line, column=col, path=where)
-        for k in sorted(keys - set(item))
-    ]
+    out += [Issue(f"missing key '{k}'", file=file, line=line, column=col, path=where) for k in sorted(keys - set(item))]
     return out

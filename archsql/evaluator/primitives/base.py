@@ -192,7 +192,9 @@ def expect_rank(ctx: Ctx, port: int, rank: int, what: str) -> None:
     shape = ctx.ins[port]
     if len(shape) != rank:
         raise NodeShapeError(
-            f"{what}: input {port} must have rank {rank}", expected=f"rank {rank}", got=f"rank {len(shape)} {_fmt(shape)}"
+            f"{what}: input {port} must have rank {rank}",
+            expected=f"rank {rank}",
+            got=f"rank {len(shape)} {_fmt(shape)}",
         )
 
 
