@@ -18,10 +18,9 @@ from archsql.schema.spec import Where, parse_model
 from archsql.schema.tables import PHASES
 from archsql.schema.validate import (
     _add,
-    _check_arity,
     bind_dims,
     check_graph,
-    check_node_params,
+    check_nodes,
     config_path,
     load_config,
 )
@@ -30,7 +29,6 @@ from archsql.schema.validate import (
 def evaluate(model: str | Path, library=None) -> Analysis:
     """Evaluate one model (catalog name or path to a model .yaml) into Analysis tables."""
     from archsql.errors import unknown_name
-    from archsql.evaluator.primitives.base import registry
     from archsql.specs import default_library
 
     library = library or default_library()
@@ -44,18 +42,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         config = load_config(spec, library.configs_dir, col)
         if len(col.issues) == before:
             dims = bind_dims(col, spec, config, library)
-    prims = registry()
-    for node in spec.graph.values():
-        if node.op is not None:
-            if node.op not in prims:
-                message, hint = unknown_name("op", node.op, prims)
-                _add(col, node.where, message, hint=hint)
-            else:
-                check_node_params(col, node, prims[node.op], library.dims)
-                _check_arity(col, node, prims[node.op])
-        if node.role is not None and node.role not in library.roles:
-            message, hint = unknown_name("role", node.role, library.roles)
-            _add(col, node.where, message, hint=hint)
+    check_nodes(col, spec.graph, library)
     for slot, fill in [*spec.components.items(), *((s, f) for t in spec.templates.values() for s, f in t.items())]:
         if fill.component not in library.component_files:
             message, hint = unknown_name("component", fill.component, library.component_files)

@@ -158,10 +158,26 @@ def _find_cycle(graph: Mapping[str, NodeSpec], stuck: list[str]) -> list[str]:
     return seen[seen.index(node) :]
 
 
-def check_component(col: Collector, comp: ComponentSpec, library) -> None:
+def check_nodes(col: Collector, graph: Mapping[str, NodeSpec], library) -> None:
+    """Per-node checks shared by component and model graphs: known op, its closed
+    parameters and arity, known role."""
     from archsql.evaluator.primitives.base import registry
 
     prims = registry()
+    for node in graph.values():
+        if node.op is not None:
+            if node.op not in prims:
+                message, hint = unknown_name("op", node.op, prims)
+                _add(col, node.where, message, hint=hint)
+            else:
+                check_node_params(col, node, prims[node.op], library.dims)
+                _check_arity(col, node, prims[node.op])
+        if node.role is not None and node.role not in library.roles:
+            message, hint = unknown_name("role", node.role, library.roles)
+            _add(col, node.where, message, hint=hint)
+
+
+def check_component(col: Collector, comp: ComponentSpec, library) -> None:
     roles = library.roles
     if comp.role and comp.role not in roles:
         message, hint = unknown_name("role", comp.role, roles)
@@ -171,15 +187,8 @@ def check_component(col: Collector, comp: ComponentSpec, library) -> None:
             if role not in roles:
                 message, hint = unknown_name("role", role, roles)
                 _add(col, comp.where["slots"], f"slot '{slot}': {message}", hint=hint)
+    check_nodes(col, comp.graph, library)
     for node in comp.graph.values():
-        if node.op is not None:
-            if node.op not in prims:
-                message, hint = unknown_name("op", node.op, prims)
-                _add(col, node.where, message, hint=hint)
-            else:
-                prim = prims[node.op]
-                check_node_params(col, node, prim, library.dims)
-                _check_arity(col, node, prim)
         if node.slot is not None:
             if node.slot not in comp.slots:
                 _add(
@@ -190,9 +199,6 @@ def check_component(col: Collector, comp: ComponentSpec, library) -> None:
                 )
             if node.dims:
                 _add(col, node.where, "a slot node takes no dims; the component filling it binds its own")
-        if node.role is not None and node.role not in roles:
-            message, hint = unknown_name("role", node.role, roles)
-            _add(col, node.where, message, hint=hint)
     check_graph(
         col,
         comp.graph,
