@@ -157,7 +157,7 @@ def to_polars(table: pa.Table):
 
 # ---------------------------------------------------------------------------- explain
 
-QUANTITIES = ("flops", "params", "active_params", "kv_elements_per_token")
+QUANTITIES = ("flops", "params", "active_params", "cache_elements")
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,9 @@ def formula(
     model: str, quantity: str = "flops", phase: str = "prefill", node: str | None = None
 ) -> tuple[sympy.Expr, sympy.Expr]:
     """(symbolic, bound) sympy expressions of a model quantity — the expressions the stored
-    term rows were made from.  ``bound`` keeps only the runtime symbols B, s, c."""
+    term rows were made from.  ``bound`` keeps only the runtime symbols B, s, c.  Like the
+    views, whole-model flops, active params and caches cover the base model (stacks of role
+    mtp are left out); params count every tensor on disk."""
     if quantity not in QUANTITIES:
         from archsql.errors import unknown_name
 
@@ -207,15 +209,18 @@ def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | N
         results = {uid: results[uid] for uid in matches}
     total = sympy.Integer(0)
     for res in results.values():
+        stack = w.program.stacks.get(res.node.stack) if res.node.stack else None
+        in_base_model = stack is None or stack.spec.role != "mtp"
+        if not in_base_model and quantity != "params" and node is None:
+            continue  # the base model does not run MTP layers; params count what is on disk
         count, active = node_count(w, res, symbolic=True)
         if quantity == "flops":
             total += res.flops * count
         elif quantity in ("params", "active_params"):
             elements = sum((sympy.Mul(*(a.expr for a in d.axes)) for d in res.weights), sympy.Integer(0))
             total += elements * (count if quantity == "params" else active)
-        elif quantity == "kv_elements_per_token":
-            for _ in res.node.cache:
-                total += sympy.Mul(*(a.expr for a in res.shape if not a.runtime)) * count
+        elif quantity == "cache_elements":  # a batch of B requests at context c, each cache with its law
+            total += sum((fact.expr() for fact in res.caches), sympy.Integer(0)) * count
     return total
 
 
@@ -241,7 +246,7 @@ def explain(
     return Explanation(
         _evaluated(str(model)).model,
         quantity,
-        phase if quantity == "flops" else None,
+        phase if quantity in ("flops", "cache_elements") else None,
         node,
         display(expr),
         display(bound),

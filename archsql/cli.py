@@ -347,7 +347,7 @@ def explain(
 ) -> None:
     """Print the formula and value of a model quantity.
 
-    QUANTITY: flops (default), params, active_params or kv_elements_per_token.
+    QUANTITY: flops (default), params, active_params or cache_elements (a batch of B requests at context c).
     MODEL: a catalog name or a path to a model .yaml.
     """
     e = api.explain(model, quantity, node=node, phase=phase, batch=batch, new_tokens=new_tokens, context=context)

@@ -32,18 +32,68 @@ def test_kv_per_token_llama_8b_bf16(catalog_db):
     assert got == expected
 
 
+def _config(con, model: str) -> dict:
+    (config_file,) = con.execute("select config_file from models where model = ?", [model]).fetchone()
+    return json.loads((CONFIGS / config_file).read_text())
+
+
+def _kv_per_token_per_layer(cfg: dict) -> int:
+    """Cache elements one token adds to one layer, from the config alone.  MLA
+    (kv_lora_rank set): one compressed latent plus one shared rope key; otherwise K and V
+    of every KV head."""
+    if cfg.get("kv_lora_rank"):
+        return cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    return 2 * cfg["num_key_value_heads"] * head_dim
+
+
+def _cached_layers(cfg: dict) -> int:
+    """Decoder layers.  DeepSeek's multi-token-prediction layers keep a cache of their own
+    only when speculative decoding runs them; the base-model reports leave them out."""
+    return cfg["num_hidden_layers"]
+
+
+def _sliding_window(cfg: dict) -> int | None:
+    """Keys a query sees, as transformers reads the config: Mistral applies sliding_window
+    whenever it is set; Qwen2 only with use_sliding_window."""
+    if cfg.get("use_sliding_window") is False:
+        return None
+    return cfg.get("sliding_window") or None
+
+
 @pytest.mark.parametrize("model", catalog())
 def test_kv_per_token_from_config(catalog_db, model):
-    """Every catalog model caches K and V of every layer: 2·layers·kv_heads·head_dim."""
+    """Below every window each cached layer grows by its per-token elements."""
     con = duckdb.connect(str(catalog_db), read_only=True)
-    (config_file,) = con.execute("select config_file from models where model = ?", [model]).fetchone()
-    cfg = json.loads((CONFIGS / config_file).read_text())
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    expected = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim
-    (got,) = con.execute(
-        "select elements_per_token from kv_per_token where model = ? and dtype = 'bf16'", [model]
+    cfg = _config(con, model)
+    expected = _kv_per_token_per_layer(cfg) * _cached_layers(cfg)
+    got = con.execute(
+        "select elements_per_token, state_elements_per_request, cache_layers from kv_per_token "
+        "where model = ? and dtype = 'bf16'",
+        [model],
     ).fetchone()
-    assert got == expected
+    assert got == (expected, 0, _cached_layers(cfg))
+
+
+@pytest.mark.parametrize("model", catalog())
+def test_kv_per_request_from_config(catalog_db, model):
+    """At every stored workload one request holds min(c, window) positions per layer (c
+    without a window), in bf16 bytes; a decode step reads exactly that."""
+    con = duckdb.connect(str(catalog_db), read_only=True)
+    cfg = _config(con, model)
+    per_position = _kv_per_token_per_layer(cfg) * _cached_layers(cfg) * 2
+    window = _sliding_window(cfg)
+    got = con.execute(
+        "select r.workload, r.phase, r.context, r.bytes_per_request, d.bytes_read_per_request "
+        "from kv_per_request as r left join decode_cache_reads as d using (model, workload, dtype) "
+        "where r.model = ? and r.dtype = 'bf16'",
+        [model],
+    ).fetchall()
+    assert len(got) == 13
+    for workload, phase, context, per_request, read in got:
+        expected = per_position * (min(context, window) if window else context)
+        assert per_request == expected, workload
+        assert read == (expected if phase == "decode" else None), workload
 
 
 @pytest.mark.parametrize("model", catalog())

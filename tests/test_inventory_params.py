@@ -1,16 +1,26 @@
 """Parameter counts against an independent oracle: transformers' own modules built on the
 meta device (tests/fixtures/meta_inventories).  Difference must be exactly 0, in total and
-per role, for every catalog model."""
+per role, for every catalog model.
+
+Two adjustments, both derived here from the inventory file and the config, never from the
+engine: (1) quantization siblings the inventory lists where transformers applied the FP8
+quantizer on meta (``*.weight_scale_inv``) are storage, not parameters (checkpoint
+reconciliation checks them); (2) layers transformers drops on load (``ignored_on_load``,
+the DeepSeek multi-token-prediction layer ``model.layers.{num_hidden_layers}``) are on disk
+and in the spec, so their parameters are added: per MTP layer its own embedding and head
+(2·vocab·d), enorm/hnorm/shared_head.norm (3·d), eh_proj (2d·d), plus one decoder layer —
+the same tensors as the inventory's last decoder layer (a MoE layer)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import duckdb
 import pytest
 
 from archsql.api import catalog
-from tests.conftest import load_inventory
+from tests.conftest import FIXTURES, load_inventory
 
 MODELS = catalog()
 
@@ -23,7 +33,7 @@ def inventory_role(name: str) -> str:
         return "lm_head"
     if ".self_attn." in name:
         return "attention"
-    if ".block_sparse_moe." in name or ".mlp.experts." in name or name.endswith(".mlp.gate.weight"):
+    if any(k in name for k in (".block_sparse_moe.", ".mlp.experts.", ".mlp.gate.", ".mlp.shared_experts.")):
         return "ffn_moe"
     if ".mlp." in name:
         return "ffn"
@@ -32,9 +42,33 @@ def inventory_role(name: str) -> str:
     raise AssertionError(f"inventory tensor with no role mapping: {name}")
 
 
+QUANT_SIBLINGS = (".weight_scale_inv",)
+
+
 def _inventory_for(con, model: str) -> dict:
     (config_file,) = con.execute("select config_file from models where model = ?", [model]).fetchone()
-    return load_inventory(config_file)
+    inv = load_inventory(config_file)
+    inv["config"] = json.loads((FIXTURES.parents[1] / "archsql" / "specs" / "configs" / config_file).read_text())
+    return inv
+
+
+def logical_tensors(inv: dict) -> list[dict]:
+    return [t for t in inv["checkpoint_tensors"] if not t["name"].endswith(QUANT_SIBLINGS)]
+
+
+def dropped_layer_params(inv: dict) -> dict[str, int]:
+    """Per-role parameters of the MTP layers transformers drops on load (see module doc)."""
+    cfg = inv["config"]
+    n_mtp = cfg.get("num_nextn_predict_layers", 0) if inv["ignored_on_load"] else 0
+    if not n_mtp:
+        return {}
+    d, vocab, last = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"] - 1
+    by_role = {"mtp": 2 * vocab * d + 3 * d + 2 * d * d}
+    for t in logical_tensors(inv):
+        if t["name"].startswith(f"model.layers.{last}."):
+            role = inventory_role(t["name"])
+            by_role[role] = by_role.get(role, 0) + math.prod(t["shape"])
+    return {role: n * n_mtp for role, n in by_role.items()}
 
 
 def test_catalog_has_the_required_models():
@@ -59,8 +93,8 @@ def test_catalog_has_the_required_models():
 def test_total_params_equal_inventory(catalog_db, model):
     con = duckdb.connect(str(catalog_db), read_only=True)
     inv = _inventory_for(con, model)
-    expected = sum(math.prod(t["shape"]) for t in inv["checkpoint_tensors"])
-    assert expected == inv["num_checkpoint_elements"]  # the oracle agrees with itself
+    assert sum(math.prod(t["shape"]) for t in inv["checkpoint_tensors"]) == inv["num_checkpoint_elements"]
+    expected = sum(math.prod(t["shape"]) for t in logical_tensors(inv)) + sum(dropped_layer_params(inv).values())
     (params,) = con.execute("select params from model_summary where model = ?", [model]).fetchone()
     assert params - expected == 0
 
@@ -69,8 +103,8 @@ def test_total_params_equal_inventory(catalog_db, model):
 def test_params_by_role_equal_inventory(catalog_db, model):
     con = duckdb.connect(str(catalog_db), read_only=True)
     inv = _inventory_for(con, model)
-    expected: dict[str, int] = {}
-    for t in inv["checkpoint_tensors"]:
+    expected: dict[str, int] = dropped_layer_params(inv)
+    for t in logical_tensors(inv):
         role = inventory_role(t["name"])
         expected[role] = expected.get(role, 0) + math.prod(t["shape"])
     got = dict(
@@ -87,7 +121,30 @@ def test_weight_tensor_count_equals_inventory(catalog_db, model):
     (tensors,) = con.execute(
         "select sum(i.count) from weights w join instances i using (model, uid) where model = ?", [model]
     ).fetchone()
-    assert tensors == len(inv["checkpoint_tensors"])
+    assert tensors == len(expected_tensors(inv))
+
+
+def expected_tensors(inv: dict) -> dict[str, list[int]]:
+    """Checkpoint names and shapes: the inventory's logical tensors plus the dropped MTP layers
+    (the last decoder layer's tensors re-indexed, and the MTP glue tensors)."""
+    out = {t["name"]: list(t["shape"]) for t in logical_tensors(inv)}
+    cfg = inv["config"]
+    n_mtp = cfg.get("num_nextn_predict_layers", 0) if inv["ignored_on_load"] else 0
+    d, vocab, n = cfg.get("hidden_size"), cfg.get("vocab_size"), cfg.get("num_hidden_layers")
+    for k in range(n_mtp):
+        prefix = f"model.layers.{n + k}."
+        for t in logical_tensors(inv):
+            if t["name"].startswith(f"model.layers.{n - 1}."):
+                out[prefix + t["name"].removeprefix(f"model.layers.{n - 1}.")] = list(t["shape"])
+        out |= {
+            prefix + "embed_tokens.weight": [vocab, d],
+            prefix + "enorm.weight": [d],
+            prefix + "hnorm.weight": [d],
+            prefix + "eh_proj.weight": [d, 2 * d],
+            prefix + "shared_head.norm.weight": [d],
+            prefix + "shared_head.head.weight": [vocab, d],
+        }
+    return out
 
 
 def test_llama_8b_is_8_030_261_248(catalog_db):
@@ -115,19 +172,19 @@ def test_weight_names_are_the_checkpoint_names(catalog_db, model):
     inv = _inventory_for(con, model)
     rows = con.execute(
         """
-        select w.name, w.shape, n.template, i.count
+        select w.name, w.shape, n.stack, n.template, i.count
         from weights w
         join instances i using (model, uid)
-        join (select distinct model, uid, template from nodes) n using (model, uid)
+        join (select distinct model, uid, stack, template from nodes) n using (model, uid)
         where model = ?
         """,
         [model],
     ).fetchall()
-    schedule = con.execute("select layer, template from layer_schedule where model = ?", [model]).fetchall()
-    expected = {t["name"]: list(t["shape"]) for t in inv["checkpoint_tensors"]}
+    schedule = con.execute("select stack, layer, template from layer_schedule where model = ?", [model]).fetchall()
+    expected = expected_tensors(inv)
     got: dict[str, list[int]] = {}
-    for name, shape, template, count in rows:
-        layers = [layer for layer, t in schedule if t == template] if "{layer}" in name else [None]
+    for name, shape, stack, template, count in rows:
+        layers = [layer for st, layer, t in schedule if (st, t) == (stack, template)] if "{layer}" in name else [None]
         experts = range(count // len(layers)) if "{expert}" in name else [None]
         for layer in layers:
             for expert in experts:

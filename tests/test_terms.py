@@ -17,7 +17,32 @@ B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
 def test_equal_formulas_give_equal_rows():
     a = 2 * B * S * (C - (S - 1) / sympy.Integer(2))
     b = 2 * B * S * C - B * S**2 + B * S
-    assert to_terms(a) == to_terms(b) == [(1.0, 1, 1, 0), (2.0, 1, 1, 1), (-1.0, 1, 2, 0)]  # sorted by (e_B, e_s, e_c)
+    # sorted by (e_B, e_s, e_c, factor, arg)
+    assert (
+        to_terms(a) == to_terms(b) == [(1.0, 1, 1, 0, "none", 0), (2.0, 1, 1, 1, "none", 0), (-1.0, 1, 2, 0, "none", 0)]
+    )
+
+
+def test_named_factors_become_factor_columns():
+    from archsql.evaluator.factors import window_pairs
+
+    expr = 3 * B * sympy.Min(C, 4096) + 2 * B * window_pairs(S, C, sympy.Integer(128)) + B * sympy.ceiling(C / 4) + S
+    assert to_terms(expr) == [
+        (1.0, 0, 1, 0, "none", 0),
+        (1.0, 1, 0, 0, "ceil_c_div", 4),
+        (3.0, 1, 0, 0, "min_c", 4096),
+        (2.0, 1, 0, 0, "window_pairs", 128),
+    ]
+    # the same rows evaluate to the expression at a workload
+    value = expr.xreplace({B: 2, S: 100, C: 5000})
+    assert evaluate_terms(to_terms(expr), 2, 100, 5000) == pytest.approx(float(value))
+
+
+def test_products_of_named_factors_are_rejected():
+    from archsql.errors import EvaluationError
+
+    with pytest.raises(EvaluationError, match="one"):
+        to_terms(sympy.Min(C, 8) * sympy.ceiling(C / 4))
 
 
 def test_causal_pairs_are_exact():
@@ -46,7 +71,9 @@ def test_sql_printer_matches_term_rows(phase):
         if f["phase"] != phase or f["sql"] == "0":
             continue
         rows = [
-            (t["coef"], t["e_B"], t["e_s"], t["e_c"]) for t in terms if t["uid"] == f["uid"] and t["phase"] == phase
+            (t["coef"], t["e_B"], t["e_s"], t["e_c"], t["factor"], t["factor_arg"])
+            for t in terms
+            if t["uid"] == f["uid"] and t["phase"] == phase and t["quantity"] == f["quantity"]
         ]
         (got,) = con.execute(
             f"select {f['sql']} from (select 3::BIGINT as batch, 17::BIGINT as new_tokens, 4099::BIGINT as context)"

@@ -33,6 +33,44 @@ KV per token: (4 + 4) elements × 2 layers = 16 elements; bf16 → 32 bytes, 2 c
 Model ``toy-llama-kv`` is Llama-3.1-8B's KV cache only: 32 layers, k_proj and v_proj
 caching 8 KV heads × 128 = 1024 elements per token each, weights 4096×1024 each
 → 2*1024*32 = 65536 elements/token = 131072 bytes in bf16; params 2*4194304*32 = 268435456.
+
+Model ``toy-hybrid`` has one cache of every growth law and a sliding-window FLOP term:
+4 layers of one stack ``layers``: layers 0-1 template ``local``, layer 2 ``comp``, layer 3
+``ssm``; no weights.  Per instance (× copies):
+
+=======  ========  =====  ==============================  ===================================
+node     template  count  flops per instance              cache entries (elements, growth)
+=======  ========  =====  ==============================  ===================================
+attn     local     2      8·B·window_pairs(s, c, 4)       —
+k_proj   local     2      —                               key 2, window 4
+v_proj   local     2      —                               value 2, window 4
+latent   comp      1      24·B·s                          latent 6, compressed ratio 4;
+                                                          rope_key 1, per_token (same node)
+mixer    ssm       1      16·B·s                          conv_state 10, state; ssm_state 32,
+                                                          state (same node)
+=======  ========  =====  ==============================  ===================================
+
+The evaluator's cache_elements terms per node (the sum of its entries): k_proj and v_proj
+2·B·min_c(4); latent 6·B·ceil_c_div(4) + 1·B·c; mixer (10 + 32)·B = 42·B.
+
+window_pairs(s, c, 4) = Σ_{j=c−s+1}^{c} min(j, 4):
+  decode c = 2: min(2, 4) = 2;  decode c = 10: min(10, 4) = 4;
+  prefill s = 6, c = 6 (no prefix; mixed): 1 + 2 + 3 + 4 + 4 + 4 = 18;
+  prefill s = 6, c = 10 (first query at j = 5 ≥ 4: all capped): 6·4 = 24.
+FLOPs = 2·8·B·wp + 24·B·s + 16·B·s = 16·B·wp + 40·B·s:
+  d_c2  (B 3, s 1, c 2):  16·3·2 + 40·3 = 96 + 120 = 216
+  d_c10 (B 3, s 1, c 10): 16·3·4 + 120 = 192 + 120 = 312
+  p_s6_c6  (B 2, s 6, c 6):  16·2·18 + 40·12 = 576 + 480 = 1056
+  p_s6_c10 (B 2, s 6, c 10): 16·2·24 + 480 = 768 + 480 = 1248
+
+Caches of one request at context c: local 2 layers × (key 2 + value 2) × min(c, 4)
+= 8·min(c, 4); comp 6·ceil(c/4) + 1·c; ssm 10 + 32 = 42 at every c:
+  c = 2:  16 + (6·1 + 2) + 42 = 66;   c = 6:  32 + (6·2 + 6) + 42 = 92;
+  c = 10: 32 + (6·3 + 10) + 42 = 102 (compressed: ceil(10/4) = 3 positions).
+× batch: d_c2 198, d_c10 306, p_s6_c6 184, p_s6_c10 204 elements (bf16: × 2 bytes).
+Per token below every window: key 2·2 + value 2·2 + latent 6/4 + rope_key 1 + state 0
+= 10.5 elements (21 bytes bf16); fixed state 42 elements (84 bytes) per request; all 4
+layers hold a cache.
 """
 
 from __future__ import annotations
@@ -42,12 +80,14 @@ import pytest
 
 from archsql import store
 from archsql.errors import QueryError, SpecError, StoreError
-from archsql.schema.tables import TABLES
-from archsql.views import check_invariants, create_views, view_docs, view_files
+from archsql.schema.tables import PARAMETER_TABLES, TABLES
+from archsql.views import check_invariants, create_views, macro_files, view_docs, view_files
 
 TOY = "toy-moe"
 LLAMA = "toy-llama-kv"
+HYBRID = "toy-hybrid"
 K = 1024
+PHASES = ("prefill", "decode")
 
 
 def _table(name: str, rows: list[tuple]) -> pa.Table:
@@ -91,7 +131,7 @@ def toy_tables() -> dict[str, pa.Table]:
     terms = {"prefill": [*common, ("lm_head", 256.0, 1, 0, 0)],
              "decode": [*common, ("lm_head", 256.0, 1, 1, 0)]}
     # fmt: on
-    phases = ("prefill", "decode")
+    phases = PHASES
 
     def prod(shape: list[int]) -> int:
         out = 1
@@ -109,6 +149,7 @@ def toy_tables() -> dict[str, pa.Table]:
                 (m, "n_heads", 2, "config.num_attention_heads", "head_count"),
             ],
         ),
+        "stacks": _table("stacks", [(m, "layers", "decoder", 2, 0, "model.layers")]),
         "layer_schedule": _table("layer_schedule", [(m, "layers", i, "dec") for i in range(2)]),
         "nodes": _table(
             "nodes",
@@ -129,13 +170,25 @@ def toy_tables() -> dict[str, pa.Table]:
         "instances": _table("instances", [(m, uid, n[7], n[8]) for uid, n in nodes.items()]),
         "terms": _table(
             "terms",
-            [(m, ph, uid, "flops", coef, eb, es, ec) for ph in phases for uid, coef, eb, es, ec in terms[ph]],
+            [
+                *(
+                    (m, ph, uid, "flops", coef, eb, es, ec, "none", 0)
+                    for ph in phases
+                    for uid, coef, eb, es, ec in terms[ph]
+                ),
+                # the cache entries as the evaluator states them: 4·B·c per node
+                *(
+                    (m, ph, uid, "cache_elements", 4.0, 1, 0, 1, "none", 0)
+                    for ph in phases
+                    for uid in ("k_proj", "v_proj")
+                ),
+            ],
         ),
         "caches": _table(
             "caches",
             [
-                (m, "k_proj", "kv", "key", "per_token", 4),
-                (m, "v_proj", "kv", "value", "per_token", 4),
+                (m, "k_proj", "kv", "key", "per_token", 4, None, None),
+                (m, "v_proj", "kv", "value", "per_token", 4, None, None),
             ],
         ),
     }
@@ -153,6 +206,7 @@ def llama_kv_tables() -> dict[str, pa.Table]:
                 (m, "max_context", 131072, "config.max_position_embeddings", "whole"),
             ],
         ),
+        "stacks": _table("stacks", [(m, "layers", "decoder", 32, 0, "model.layers")]),
         "layer_schedule": _table("layer_schedule", [(m, "layers", i, "dec") for i in range(32)]),
         "nodes": _table(
             "nodes",
@@ -187,8 +241,75 @@ def llama_kv_tables() -> dict[str, pa.Table]:
             ],
         ),
         "instances": _table("instances", [(m, uid, 32, 32) for uid, _ in kv]),
-        "caches": _table("caches", [(m, uid, "kv", kind, "per_token", 8 * 128) for uid, kind in kv]),
+        "terms": _table(
+            "terms",
+            [(m, ph, uid, "cache_elements", 1024.0, 1, 0, 1, "none", 0) for ph in PHASES for uid, _ in kv],
+        ),
+        "caches": _table("caches", [(m, uid, "kv", kind, "per_token", 8 * 128, None, None) for uid, kind in kv]),
     }
+
+
+def hybrid_tables() -> dict[str, pa.Table]:
+    """``toy-hybrid``: every growth law and a window_pairs FLOP term (see the module docstring)."""
+    m = HYBRID
+    templates = ["local", "local", "comp", "ssm"]
+    # uid: (template, op, role, count)
+    nodes = {
+        "attn": ("local", "attention_score", "attention", 2),
+        "k_proj": ("local", "linear", "attention", 2),
+        "v_proj": ("local", "linear", "attention", 2),
+        "latent": ("comp", "linear", "attention", 1),
+        "mixer": ("ssm", "ssm_scan", "mixer", 1),
+    }
+    # per instance: (uid, quantity, coef, e_B, e_s, e_c, factor, factor_arg), both phases
+    terms = [
+        ("attn", "flops", 8.0, 1, 0, 0, "window_pairs", 4),
+        ("latent", "flops", 24.0, 1, 1, 0, "none", 0),
+        ("mixer", "flops", 16.0, 1, 1, 0, "none", 0),
+        ("k_proj", "cache_elements", 2.0, 1, 0, 0, "min_c", 4),
+        ("v_proj", "cache_elements", 2.0, 1, 0, 0, "min_c", 4),
+        ("latent", "cache_elements", 6.0, 1, 0, 0, "ceil_c_div", 4),
+        ("latent", "cache_elements", 1.0, 1, 0, 1, "none", 0),
+        ("mixer", "cache_elements", 42.0, 1, 0, 0, "none", 0),  # conv_state 10 + ssm_state 32
+    ]
+    # (uid, cache, kind, growth, elements, window, ratio)
+    caches = [
+        ("k_proj", "kv", "key", "window", 2, 4, None),
+        ("v_proj", "kv", "value", "window", 2, 4, None),
+        ("latent", "kv", "latent", "compressed", 6, None, 4),
+        ("latent", "kv", "rope_key", "per_token", 1, None, None),
+        ("mixer", "ssm", "conv_state", "state", 10, None, None),
+        ("mixer", "ssm", "ssm_state", "state", 32, None, None),
+    ]
+    return {
+        "models": _table("models", [(m, "toy/hybrid", "hybrid.yaml", "hybrid.json", "3" * 64)]),
+        "stacks": _table("stacks", [(m, "layers", "decoder", len(templates), 0, "model.layers")]),
+        "layer_schedule": _table("layer_schedule", [(m, "layers", i, t) for i, t in enumerate(templates)]),
+        "nodes": _table(
+            "nodes",
+            [
+                (m, ph, uid, "layers", tp, f"model.layers.{{layer}}.{uid}", op, role, tp)
+                for ph in PHASES
+                for uid, (tp, op, role, _) in nodes.items()
+            ],
+        ),
+        "instances": _table("instances", [(m, uid, n[3], n[3]) for uid, n in nodes.items()]),
+        "terms": _table("terms", [(m, ph, *t) for ph in PHASES for t in terms]),
+        "caches": _table("caches", [(m, *c) for c in caches]),
+    }
+
+
+HYBRID_WORKLOADS = [
+    ("d_c2", "decode", 3, 1, 2),
+    ("d_c10", "decode", 3, 1, 10),
+    ("p_s6_c6", "prefill", 2, 6, 6),
+    ("p_s6_c10", "prefill", 2, 6, 10),
+]
+
+
+def workloads_table(rows: list[tuple]) -> pa.Table:
+    schema = PARAMETER_TABLES["workloads"]
+    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
 
 
 def concat(*sets: dict[str, pa.Table]) -> dict[str, pa.Table]:
@@ -199,7 +320,16 @@ def concat(*sets: dict[str, pa.Table]) -> dict[str, pa.Table]:
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("store") / "store.duckdb"
-    store.write_store(path, concat(toy_tables(), llama_kv_tables()))
+    store.write_store(path, concat(toy_tables(), llama_kv_tables(), hybrid_tables()))
+    con = store.connect(path)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def hybrid_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hybrid") / "store.duckdb"
+    store.write_store(path, {**hybrid_tables(), "workloads": workloads_table(HYBRID_WORKLOADS)})
     con = store.connect(path)
     yield con
     con.close()
@@ -221,6 +351,7 @@ def rows(con, sql: str) -> list[tuple]:
 def test_model_summary(db):
     got = rows(db, "select * from model_summary order by model")
     assert got == [
+        (HYBRID, "toy/hybrid", 0, 0, 0, 0, 0, 4, None, None, None),
         (
             LLAMA,
             "meta-llama/Llama-3.1-8B",
@@ -228,12 +359,13 @@ def test_model_summary(db):
             268435456,
             0,
             268435456,
+            0,
             32,
             4096,
             None,
             131072,
         ),
-        (TOY, "toy/moe", 2216, 1064, 256, 1960, 2, 8, 16, None),
+        (TOY, "toy/moe", 2216, 1064, 256, 1960, 0, 2, 8, 16, None),
     ]
 
 
@@ -282,15 +414,109 @@ def test_flops_model_without_terms_is_zero(db):
 def test_kv_per_token(db):
     got = rows(
         db,
-        "select model, dtype, elements_per_token, bytes_per_token, cache_layers "
-        "from kv_per_token where dtype in ('bf16', 'fp4') order by model, dtype",
+        "select model, dtype, elements_per_token, bytes_per_token, state_elements_per_request, "
+        "state_bytes_per_request, cache_layers from kv_per_token where dtype in ('bf16', 'fp4') order by model, dtype",
     )
     assert got == [
-        (LLAMA, "bf16", 65536, 131072.0, 32),
-        (LLAMA, "fp4", 65536, 32768.0, 32),
-        (TOY, "bf16", 16, 32.0, 2),
-        (TOY, "fp4", 16, 8.0, 2),
+        (HYBRID, "bf16", 10.5, 21.0, 42, 84.0, 4),
+        (HYBRID, "fp4", 10.5, 5.25, 42, 21.0, 4),
+        (LLAMA, "bf16", 65536, 131072.0, 0, 0.0, 32),
+        (LLAMA, "fp4", 65536, 32768.0, 0, 0.0, 32),
+        (TOY, "bf16", 16, 32.0, 0, 0.0, 2),
+        (TOY, "fp4", 16, 8.0, 0, 0.0, 2),
     ]
+
+
+def test_kv_per_token_by_kind(db):
+    got = rows(
+        db,
+        "select template, kind, growth, layers, elements_per_token, bytes_per_token, state_elements_per_request "
+        f"from kv_per_token_by_kind where model = '{HYBRID}' and dtype = 'bf16' order by template, kind",
+    )
+    assert got == [
+        ("comp", "latent", "compressed", 1, 1.5, 3.0, 0),  # 6 elements per 4 tokens
+        ("comp", "rope_key", "per_token", 1, 1.0, 2.0, 0),
+        ("local", "key", "window", 2, 4.0, 8.0, 0),  # 2 elements × 2 layers, below the window
+        ("local", "value", "window", 2, 4.0, 8.0, 0),
+        ("ssm", "conv_state", "state", 1, 0.0, 0.0, 10),
+        ("ssm", "ssm_state", "state", 1, 0.0, 0.0, 32),
+    ]
+
+
+def test_window_pairs_flops(hybrid_db):
+    got = dict(rows(hybrid_db, "select workload, flops from flops"))
+    assert got == {"d_c2": 216, "d_c10": 312, "p_s6_c6": 1056, "p_s6_c10": 1248}
+    by_role = rows(hybrid_db, "select role, flops from flops_by_role where workload = 'p_s6_c6' order by role")
+    assert by_role == [("attention", 16 * 2 * 18 + 24 * 12), ("mixer", 16 * 12)]
+
+
+def test_kv_per_request_honors_growth_laws(hybrid_db):
+    got = rows(
+        hybrid_db,
+        "select workload, phase, batch, context, elements, bytes, bytes_per_request "
+        "from kv_per_request where dtype = 'bf16' order by workload",
+    )
+    assert got == [
+        ("d_c10", "decode", 3, 10, 306, 612, 204),
+        ("d_c2", "decode", 3, 2, 198, 396, 132),
+        ("p_s6_c10", "prefill", 2, 10, 204, 408, 204),
+        ("p_s6_c6", "prefill", 2, 6, 184, 368, 184),
+    ]
+
+
+def test_kv_by_layer_group(hybrid_db):
+    sql = (
+        "select template, kind, growth, layers, elements from kv_by_layer_group "
+        "where workload = ? and dtype = 'bf16' order by template, kind"
+    )
+    # batch 3; window 4 caps the local layers, ceil(c/4) positions of the latent
+    assert hybrid_db.execute(sql, ["d_c2"]).fetchall() == [
+        ("comp", "latent", "compressed", 1, 18),  # 6 × ceil(2/4) = 6 × 1, × 3
+        ("comp", "rope_key", "per_token", 1, 6),  # 1 × 2, × 3
+        ("local", "key", "window", 2, 24),  # 2 × min(2, 4) × 2 layers, × 3
+        ("local", "value", "window", 2, 24),
+        ("ssm", "conv_state", "state", 1, 30),  # 10, × 3
+        ("ssm", "ssm_state", "state", 1, 96),  # 32, × 3
+    ]
+    assert hybrid_db.execute(sql, ["d_c10"]).fetchall() == [
+        ("comp", "latent", "compressed", 1, 54),  # 6 × ceil(10/4) = 6 × 3, × 3
+        ("comp", "rope_key", "per_token", 1, 30),
+        ("local", "key", "window", 2, 48),  # 2 × min(10, 4) × 2 layers, × 3: stopped at the window
+        ("local", "value", "window", 2, 48),
+        ("ssm", "conv_state", "state", 1, 30),  # constant in context
+        ("ssm", "ssm_state", "state", 1, 96),
+    ]
+
+
+def test_decode_cache_reads(hybrid_db):
+    got = rows(
+        hybrid_db,
+        "select workload, batch, context, elements_read, bytes_read, bytes_read_per_request "
+        "from decode_cache_reads where dtype = 'bf16' order by workload",
+    )
+    assert got == [("d_c10", 3, 10, 306, 612, 204), ("d_c2", 3, 2, 198, 396, 132)]
+
+
+def test_hybrid_invariants_hold(hybrid_db):
+    assert check_invariants(hybrid_db) == []
+
+
+def test_cache_terms_disagreeing_with_caches_are_caught(tmp_path):
+    """caches say the key is capped at 4 positions, the evaluator's terms say it grows per token."""
+    tables = hybrid_tables()
+    terms = tables["terms"].to_pylist()
+    for row in terms:
+        if row["uid"] == "k_proj" and row["quantity"] == "cache_elements":
+            row.update(e_c=1, factor="none", factor_arg=0)
+    tables["terms"] = pa.Table.from_pylist(terms, schema=TABLES["terms"])
+    path = tmp_path / "s.duckdb"
+    store.write_store(path, tables)
+    con = store.connect(path)
+    try:
+        failures = {(view, name) for view, name, _ in check_invariants(con)}
+    finally:
+        con.close()
+    assert ("int_cache_entries", "evaluator_terms_agree") in failures
 
 
 def test_default_parameter_tables(db):
@@ -472,3 +698,57 @@ def test_sidecar_checked(tmp_path):
     text = str(info.value)
     assert "unknown key 'descripton'" in text and "did you mean 'description'?" in text
     assert "b.sql" in text and "no sidecar b.yml" in text
+
+
+def test_macros_defined_once_and_created_in_order():
+    assert [f.name for f in macro_files()] == ["window_pairs", "term_factor"]
+    # the term-evaluation expression is written in exactly one view
+    evaluating = sorted(f.name for f in view_files() if "term_factor(" in f.sql or "power(" in f.sql)
+    assert evaluating == ["int_workload_terms"]
+
+
+def test_macro_created_before_views(rw_db, tmp_path):
+    views = _views_dir(
+        tmp_path,
+        {
+            "macros/20_twice_plus_one.sql": "create or replace macro twice_plus_one(x) as twice(x) + 1;\n",
+            "macros/10_twice.sql": "-- doubles\ncreate or replace macro twice(x) as 2 * x;\n",
+            "base/b.sql": "select twice_plus_one(count(*)) as n from models\n",
+        },
+    )
+    assert create_views(rw_db, views) == ["b"]
+    assert rows(rw_db, "select n from b") == [(3,)]
+
+
+def test_macro_rejected_by_duckdb_is_located(rw_db, tmp_path):
+    views = _views_dir(
+        tmp_path,
+        {"macros/10_bad.sql": "-- a typo in a function name\ncreate or replace macro bad(x) as\n    lest(x, 1);\n"},
+    )
+    with pytest.raises(QueryError, match=r"10_bad.sql:3:5: DuckDB rejected the macro") as info:
+        create_views(rw_db, views)
+    assert "lest" in str(info.value) and 'Did you mean "least' in str(info.value)
+
+
+def test_macro_file_names_checked(tmp_path):
+    views = _views_dir(
+        tmp_path,
+        {
+            "macros/10_one.sql": "create or replace macro other(x) as x;\n",
+            "macros/two.sql": "create or replace macro two(x) as x;\n",
+            "macros/30_three.sql": "select 3;\n",
+        },
+    )
+    with pytest.raises(QueryError) as info:
+        macro_files(views)
+    text = str(info.value)
+    assert "10_one.sql:1:25: the file defines macro 'other' but is named for 'one'" in text
+    assert "two.sql" in text and "NN_<macro name>.sql" in text
+    assert "30_three.sql:1" in text and "create or replace macro" in text
+
+
+def test_macro_file_holds_one_statement(rw_db, tmp_path):
+    views = _views_dir(tmp_path, {"macros/10_two.sql": "create or replace macro two(x) as 2;\ndrop table models;\n"})
+    with pytest.raises(QueryError, match=r"10_two.sql: a macro file holds exactly one statement"):
+        create_views(rw_db, views)
+    assert rows(rw_db, "select count(*) from models") == [(1,)]

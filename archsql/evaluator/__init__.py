@@ -37,6 +37,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     if spec is None:
         raise SpecError(issues=col.issues)
     dims: dict[str, int] = {}
+    config: dict = {}
     if "config" in spec.where and not any(i.path == "$.config" for i in col.issues):
         before = len(col.issues)
         config = load_config(spec, library.configs_dir, col)
@@ -60,7 +61,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     walks = {}
     programs = {}
     for phase in PHASES:
-        programs[phase] = expand(spec, library, dims, phase, col)
+        programs[phase] = expand(spec, library, dims, phase, col, config)
         if col.issues:
             raise SpecError(issues=_dedupe(col.issues))
     _check_unused_dims(col, spec, programs, library)
@@ -96,6 +97,10 @@ def _check_unused_dims(col, spec, programs, library) -> None:
                             sites.setdefault(name, []).append(f"{Path(w.file).name}:{w.line} {w.path}")
         for st in program.stacks.values():
             used |= {str(s) for s in st.repeat_expr.free_symbols}
+            for entry in st.spec.schedule if isinstance(st.spec.schedule, list) else ():
+                layers = entry.get("layers") if isinstance(entry, dict) else None
+                if isinstance(layers, str):
+                    used |= {n for part in layers.split(":") if part.strip() for n in expr_names(part)}
     dims_where = spec.where.get("dims", Where(spec.file, None, None, "$.dims"))
     for dim in sorted(used - set(spec.dims) - set(RUNTIME_SYMBOLS)):
         if dim in library.dims:

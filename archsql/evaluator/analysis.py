@@ -81,7 +81,17 @@ def build_tables(
         )
     first = walks[PHASES[0]]
     for st_name, st in first.program.stacks.items():
-        for layer, template in enumerate(st.schedule):
+        rows["stacks"].append(
+            {
+                "model": model_name,
+                "stack": st_name,
+                "role": st.spec.role,
+                "layers": st.layers,
+                "first_layer": st.first_layer,
+                "path": st.spec.path,
+            }
+        )
+        for layer, template in enumerate(st.schedule, start=st.first_layer):
             rows["layer_schedule"].append({"model": model_name, "stack": st_name, "layer": layer, "template": template})
     seen: set[str] = set()
     for phase in PHASES:
@@ -126,31 +136,11 @@ def build_tables(
                         "symbol": sym,
                     }
                 )
-            bound = w.bind(res.flops)
-            for coef, eb, es, ec in to_terms(bound):
-                rows["terms"].append(
-                    {
-                        "model": model_name,
-                        "phase": phase,
-                        "uid": uid,
-                        "quantity": "flops",
-                        "coef": coef,
-                        "e_B": eb,
-                        "e_s": es,
-                        "e_c": ec,
-                    }
-                )
-            rows["formulas"].append(
-                {
-                    "model": model_name,
-                    "phase": phase,
-                    "uid": uid,
-                    "quantity": "flops",
-                    "symbolic": display(res.flops),
-                    "bound": display(bound),
-                    "sql": to_sql(bound),
-                }
-            )
+            quantities = [("flops", res.flops)]
+            if res.caches:
+                quantities.append(("cache_elements", sum((f.expr() for f in res.caches), sympy.Integer(0))))
+            for quantity, expr in quantities:
+                _emit(rows, model_name, phase, uid, quantity, expr, w)
             if uid in seen:
                 continue
             seen.add(uid)
@@ -174,19 +164,51 @@ def build_tables(
                         "elements": int(sympy.Mul(*shape)),
                     }
                 )
-            for family, kind, growth in node.cache:
-                per_token = sympy.Mul(*(a.value for a in res.shape if not a.runtime))
+            for fact in res.caches:
                 rows["caches"].append(
                     {
                         "model": model_name,
                         "uid": uid,
-                        "cache": family,
-                        "kind": kind,
-                        "growth": growth,
-                        "elements_per_token": int(per_token),
+                        "cache": fact.family,
+                        "kind": fact.kind,
+                        "growth": fact.growth,
+                        "elements": int(fact.elements.value),
+                        "window": int(fact.window.value) if fact.window else None,
+                        "ratio": int(fact.ratio.value) if fact.ratio else None,
                     }
                 )
     return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
+
+
+def _emit(rows, model: str, phase: str, uid: str, quantity: str, expr: sympy.Expr, w: Walk) -> None:
+    """Term rows and display formulas of one per-instance quantity of one node."""
+    bound = w.bind(expr)
+    for coef, eb, es, ec, factor, arg in to_terms(bound):
+        rows["terms"].append(
+            {
+                "model": model,
+                "phase": phase,
+                "uid": uid,
+                "quantity": quantity,
+                "coef": coef,
+                "e_B": eb,
+                "e_s": es,
+                "e_c": ec,
+                "factor": factor,
+                "factor_arg": arg,
+            }
+        )
+    rows["formulas"].append(
+        {
+            "model": model,
+            "phase": phase,
+            "uid": uid,
+            "quantity": quantity,
+            "symbolic": display(expr),
+            "bound": display(bound),
+            "sql": to_sql(bound),
+        }
+    )
 
 
 def _sources(w: Walk, node, ref):
@@ -196,6 +218,8 @@ def _sources(w: Walk, node, ref):
     if ref.kind == "input":
         return [(None, None)]
     st = w.program.stacks[ref.name]
+    if node.stack != ref.name and not st.schedule:  # an empty stack passes its input through
+        return _sources(w, node, st.input)
     if node.stack != ref.name:  # after the stack: the last layer's output
         out = st.outputs.get(st.schedule[-1])
         return [(out.name if out else None, ref.stream)]

@@ -17,7 +17,7 @@ import sympy
 from archsql.errors import Issue, did_you_mean, unknown_name
 from archsql.schema.checks import Collector, type_name
 from archsql.schema.expr import ExprSyntaxError, parse_dim_expr
-from archsql.schema.spec import ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, Where
+from archsql.schema.spec import CacheEntry, ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, Where
 from archsql.schema.validate import _add, check_graph, dim_symbols
 from archsql.schema.yamlsrc import LocList
 
@@ -45,7 +45,7 @@ class IRNode:
     where: Where
     stack: str | None = None
     template: str | None = None
-    cache: list[tuple[str, str, str]] = field(default_factory=list)  # (family, kind, growth)
+    cache: list[tuple[str, CacheEntry]] = field(default_factory=list)  # (family, declaration)
     spec: NodeSpec | None = None  # the declaration this node was expanded from
 
 
@@ -58,6 +58,7 @@ class StackIR:
     input: Ref
     schedule: list[str]  # template per layer
     outputs: dict[str, Ref]  # template -> its block output
+    first_layer: int = 0  # checkpoint index of the stack's first layer
 
 
 @dataclass
@@ -74,13 +75,20 @@ class Program:
         return self.stacks[stack].schedule.count(template)
 
 
+def _first_path(*candidates: str | None) -> str:
+    """The first declared path; an explicit "" means: no segment of its own."""
+    return next(c for c in candidates if c is not None)
+
+
 def _rename(path: str, rename: dict[str, str]) -> str:
     return ".".join(rename.get(seg, seg) for seg in path.split("."))
 
 
 class _Expander:
-    def __init__(self, model: ModelSpec, library, dims: dict[str, int], phase: str, col: Collector):
+    def __init__(self, model: ModelSpec, library, dims: dict[str, int], phase: str, col: Collector, config=None):
         self.model, self.library, self.dims, self.phase, self.col = model, library, dims, phase, col
+        self.config = config or {}
+        self.scheduled: set[str] = set()  # templates named by any stack's schedule
         self.nodes: list[IRNode] = []
         self.symbols = dim_symbols(library.dims)
 
@@ -127,7 +135,7 @@ class _Expander:
         container = self.library.roles.get(comp.role, {}).get("container", False)
         cache_of = {}
         for entry in comp.cache:
-            cache_of.setdefault(entry.node, []).append((comp.cache_family or "kv", entry.kind, entry.growth))
+            cache_of.setdefault(entry.node, []).append((comp.cache_family or "kv", entry))
         for name in order:
             node = comp.graph[name]
             inputs = [scope[r] for r in node.inputs if r in scope]
@@ -158,9 +166,17 @@ class _Expander:
                         expected=" | ".join(accepted),
                         got=sub.role,
                     )
-                sub_path = _rename(fill.path or node.path or node.name, rename)
+                sub_path = _rename(_first_path(fill.path, node.path, node.name), rename)
                 outs = self.expand_component(
-                    sub, f"{uid}.", f"{path_prefix}{sub_path}.", inputs, fills, fill.rename, stack, template, fill.where
+                    sub,
+                    f"{uid}.",
+                    f"{path_prefix}{sub_path}." if sub_path else path_prefix,
+                    inputs,
+                    fills,
+                    fill.rename,
+                    stack,
+                    template,
+                    fill.where,
                 )
                 if len(sub.outputs) != 1:
                     _add(
@@ -233,6 +249,14 @@ class _Expander:
             )
             scope[name] = Ref("node", name)
         outputs = {o: scope[o] for o in model.outputs if o in scope}
+        unused = [t for t in model.templates if t not in self.scheduled]
+        if unused and not self.col.issues:
+            _add(
+                self.col,
+                model.templates_where[unused[0]],
+                f"template '{unused[0]}' is declared but no stack schedules it",
+                hint="remove it or add it to a schedule",
+            )
         return Program(model, self.phase, self.nodes, stacks, outputs)
 
     def expand_stack(self, node: NodeSpec, inputs: list[Ref]) -> StackIR | None:
@@ -242,13 +266,13 @@ class _Expander:
             message, hint = unknown_name("stack", node.stack, model.stacks)
             _add(self.col, node.where, message, hint=hint or "declare it under 'stacks:'")
             return None
-        if len(inputs) != 1:
+        if not inputs:
             _add(
                 self.col,
                 node.where,
-                "a stack node reads exactly one value (its carried stream's initial value)",
-                expected="1 input",
-                got=str(len(inputs)),
+                "a stack node reads its carried stream's initial value first (then values every layer reads)",
+                expected="in: [initial value, ...]",
+                got="no input",
             )
             return None
         carried = [n for n, st in spec.streams.items() if isinstance(st, dict) and st.get("carries") is True]
@@ -275,19 +299,20 @@ class _Expander:
                 got=repr(spec.repeat),
             )
             return None
-        if not layers.is_Integer or int(layers) <= 0:
+        if not layers.is_Integer or int(layers) < 0:
             missing = sorted(str(s) for s in layers.free_symbols)
             _add(
                 self.col,
                 spec.keys_where.get("repeat", spec.where),
-                f"repeat of stack '{spec.name}' must bind to a positive integer",
-                expected="a positive integer",
+                f"repeat of stack '{spec.name}' must bind to an integer >= 0",
+                expected="an integer >= 0 (0: the stack is absent, e.g. no MTP layers)",
                 got=str(layers),
                 hint=f"bind {', '.join(missing)} under dims: — dims are never defaulted" if missing else None,
             )
             return None
         layers = int(layers)
-        schedule = self.schedule(spec, layers)
+        self.scheduled |= _templates_named(spec.schedule)
+        schedule = self.schedule(spec, layers) if layers else []
         if schedule is None:
             return None
         stream_ref = Ref("stream", spec.name, carried[0])
@@ -310,7 +335,7 @@ class _Expander:
                 comp,
                 f"{spec.name}/{template}/",
                 f"{spec.path}.{{layer}}.",
-                [stream_ref],
+                [stream_ref, *inputs[1:]],
                 fills,
                 block.rename,
                 spec.name,
@@ -319,13 +344,91 @@ class _Expander:
             )
             if len(comp.outputs) == 1 and comp.outputs[0] in outs:
                 outputs[template] = outs[comp.outputs[0]]
-        return StackIR(spec, layers, repeat_expr, carried[0], inputs[0], schedule, outputs)
+        first = self.bound_int(str(spec.first_layer))
+        if first is False or first < 0:
+            _add(
+                self.col,
+                spec.keys_where.get("first_layer", spec.where),
+                f"first_layer of stack '{spec.name}' must bind to an integer >= 0",
+                got=repr(spec.first_layer),
+            )
+            return None
+        return StackIR(spec, layers, repeat_expr, carried[0], inputs[0], schedule, outputs, first)
+
+    def bound_int(self, text: str):
+        """A dim expression bound to an integer, or False."""
+        try:
+            value = parse_dim_expr(text.strip(), self.symbols).xreplace(
+                {self.symbols[k]: sympy.Integer(v) for k, v in self.dims.items()}
+            )
+        except ExprSyntaxError:
+            return False
+        return int(value) if value.is_Integer else False
+
+    def schedule_from_config(self, spec: StackSpec, raw: dict, layers: int, where: Where) -> list[str] | None:
+        """``{from: config.<per-layer list or pattern string>, map: {value: template}}``: one
+        template per listed value; every value the config lists must be mapped."""
+        from archsql.schema.expr import eval_binding
+
+        keys = set(raw)
+        if keys != {"from", "map"} or not isinstance(raw.get("map"), dict):
+            _add(
+                self.col,
+                where,
+                "a schedule from the config is {from: config.<list>, map: {value: template}}",
+                got=", ".join(sorted(map(str, keys))),
+            )
+            return None
+        try:
+            values = eval_binding(raw["from"], self.config) if str(raw["from"]).startswith("config.") else None
+        except KeyError as exc:
+            key, hint = exc.args
+            _add(self.col, where, f"config key '{key}' is missing", hint=hint)
+            return None
+        if isinstance(values, str):
+            values = list(values)
+        if not isinstance(values, list):
+            _add(
+                self.col,
+                where,
+                "schedule 'from:' must name a per-layer list (or pattern string) of the config",
+                got=type_name(values),
+            )
+            return None
+        if len(values) != layers:
+            _add(
+                self.col,
+                where,
+                f"{raw['from']} lists {len(values)} layers, the stack repeats {layers}",
+                expected=str(layers),
+                got=str(len(values)),
+            )
+            return None
+        mapping = {str(k): v for k, v in raw["map"].items()}
+        missing = sorted({str(v) for v in values} - set(mapping))
+        if missing:
+            _add(
+                self.col,
+                where,
+                f"schedule does not cover config value(s) {', '.join(map(repr, missing))} of {raw['from']}",
+                hint="map every value the config lists to a template: "
+                + ", ".join(f"{m!r}: <template>" for m in missing),
+            )
+            return None
+        unknown = sorted({t for t in mapping.values() if t not in self.model.templates})
+        if unknown:
+            message, hint = unknown_name("template", unknown[0], self.model.templates)
+            _add(self.col, where, message, hint=hint)
+            return None
+        return [mapping[str(v)] for v in values]
 
     def schedule(self, spec: StackSpec, layers: int) -> list[str] | None:
         templates = self.model.templates
         raw = spec.schedule
         where = spec.keys_where.get("schedule", spec.where)
         result: list[str | None] = [None] * layers
+        if isinstance(raw, dict):
+            return self.schedule_from_config(spec, raw, layers, where)
         entries = [{"template": raw, "layers": f"0:{layers}"}] if isinstance(raw, str) else raw
         if not isinstance(entries, list):
             _add(
@@ -357,7 +460,7 @@ class _Expander:
                 _add(self.col, at, message, hint=hint)
                 ok = False
                 continue
-            idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers)
+            idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers, self.bound_int)
             if idx is None:
                 _add(
                     self.col,
@@ -399,27 +502,30 @@ class _Expander:
                 hint="every layer needs exactly one template; add an entry for the missing layers",
             )
             ok = False
-        unused = [t for t in templates if t not in result]
-        if ok and unused and len(self.model.stacks) == 1:
-            _add(
-                self.col,
-                self.model.templates_where[unused[0]],
-                f"template '{unused[0]}' is declared but no layer uses it",
-                hint="remove it or add it to the schedule",
-            )
-            ok = False
         return result if ok else None  # type: ignore[return-value]
 
 
-def _layer_indices(raw: Any, layers: int) -> list[int] | None:
+def _templates_named(raw: Any) -> set[str]:
+    """Template names a schedule spec mentions (string, entries, or a config map)."""
+    if isinstance(raw, str):
+        return {raw}
+    if isinstance(raw, dict) and isinstance(raw.get("map"), dict):
+        return {str(v) for v in raw["map"].values()}
+    if isinstance(raw, list):
+        return {str(e.get("template")) for e in raw if isinstance(e, dict)}
+    return set()
+
+
+def _layer_indices(raw: Any, layers: int, bound_int) -> list[int] | None:
+    """A list of indices, or a slice 'a:b[:step]' whose bounds are dim expressions
+    (e.g. '0:first_k_dense', 'first_k_dense:')."""
     if isinstance(raw, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
         return list(raw)
-    if isinstance(raw, str) and raw.count(":") == 1:
-        a, b = raw.split(":")
-        try:
-            return list(range(layers))[slice(int(a) if a else None, int(b) if b else None)]
-        except ValueError:
+    if isinstance(raw, str) and raw.count(":") in (1, 2):
+        bounds = [bound_int(b) if b.strip() else None for b in raw.split(":")]
+        if any(b is False for b in bounds):
             return None
+        return list(range(layers))[slice(*bounds)]
     return None
 
 
@@ -434,9 +540,9 @@ def _default_role(node: NodeSpec) -> str | None:
     return prim.default_role if prim else None
 
 
-def expand(model: ModelSpec, library, dims: dict[str, int], phase: str, col: Collector) -> Program:
+def expand(model: ModelSpec, library, dims: dict[str, int], phase: str, col: Collector, config=None) -> Program:
     """SpecIR for one phase; issues go to ``col``."""
-    return _Expander(model, library, dims, phase, col).run()
+    return _Expander(model, library, dims, phase, col, config or {}).run()
 
 
 __all__ = ["IRNode", "Issue", "Program", "Ref", "StackIR", "did_you_mean", "expand"]

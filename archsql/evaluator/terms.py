@@ -1,8 +1,9 @@
 """Formula as data: a bound sympy expression → canonical term rows, plus printers.
 
 A quantity bound to a model is a polynomial in the runtime symbols B, s, c with rational
-coefficients; each monomial becomes one row (coef, e_B, e_s, e_c), sorted so equal
-formulas give equal rows.  The same expression printed by :class:`DuckDBPrinter` is the
+coefficients, times at most one named factor (``min(c, window)``, ``ceil(c / ratio)``,
+``window_pairs(s, c, window)`` — see factors.py); each term becomes one row
+(coef, e_B, e_s, e_c, factor, factor_arg), sorted so equal formulas give equal rows.  The same expression printed by :class:`DuckDBPrinter` is the
 SQL over workload columns; printed by :func:`display` it is the human formula.
 """
 
@@ -12,6 +13,7 @@ import sympy
 from sympy.printing.str import StrPrinter
 
 from archsql.errors import EvaluationError
+from archsql.evaluator.factors import NONE, classify, factor_value
 from archsql.schema.expr import RUNTIME_SYMBOLS
 
 B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
@@ -19,21 +21,48 @@ RUNTIME = (B, S, C)
 WORKLOAD_COLUMNS = {B: "batch", S: "new_tokens", C: "context"}
 
 
-def to_terms(expr: sympy.Expr) -> list[tuple[float, int, int, int]]:
-    """Rows (coef, e_B, e_s, e_c) of a dims-bound expression, canonically sorted."""
+Term = tuple[float, int, int, int, str, int]  # coef, e_B, e_s, e_c, factor, factor_arg
+
+
+def to_terms(expr: sympy.Expr) -> list[Term]:
+    """Rows (coef, e_B, e_s, e_c, factor, factor_arg) of a dims-bound expression,
+    canonically sorted.  Non-polynomial pieces must be named factors (see factors.py),
+    at most one per term."""
     expr = sympy.expand(expr)
     if expr == 0:
         return []
     extra = expr.free_symbols - set(RUNTIME)
     if extra:
         raise EvaluationError(f"expression {expr} still has unbound dims {sorted(map(str, extra))}")
-    poly = sympy.Poly(expr, *RUNTIME)
-    rows = [(float(coef), *map(int, monom)) for monom, coef in poly.terms() if coef != 0]
-    return sorted(rows, key=lambda r: (r[1], r[2], r[3], r[0]))
+    placeholders: dict[sympy.Symbol, tuple[str, int]] = {}
+    replace: dict[sympy.Expr, sympy.Symbol] = {}
+    for atom in expr.atoms(sympy.Function, sympy.Min, sympy.Max):
+        named = classify(atom)
+        if named is None:
+            raise EvaluationError(
+                f"'{atom}' in {expr} is not a named factor (min(c, window), ceil(c / ratio), window_pairs)"
+            )
+        sym = sympy.Symbol(f"_factor{len(placeholders)}")
+        placeholders[sym] = named
+        replace[atom] = sym
+    poly = sympy.Poly(expr.xreplace(replace), *RUNTIME, *placeholders)
+    rows: list[Term] = []
+    for monom, coef in poly.terms():
+        if coef == 0:
+            continue
+        used = [(sym, e) for sym, e in zip(placeholders, monom[3:], strict=True) if e]
+        if len(used) > 1 or any(e > 1 for _, e in used):
+            raise EvaluationError(f"a term of {expr} multiplies named factors; each term may hold one")
+        name, arg = placeholders[used[0][0]] if used else (NONE, 0)
+        rows.append((float(coef), *map(int, monom[:3]), name, arg))
+    return sorted(rows, key=lambda r: (r[1], r[2], r[3], r[4], r[5], r[0]))
 
 
 def evaluate_terms(rows, batch: int, new_tokens: int, context: int) -> float:
-    return sum(coef * batch**b * new_tokens**s * context**c for coef, b, s, c in rows)
+    return sum(
+        coef * batch**b * new_tokens**s * context**c * factor_value(name, arg, new_tokens, context)
+        for coef, b, s, c, name, arg in rows
+    )
 
 
 class DuckDBPrinter(StrPrinter):
@@ -63,6 +92,9 @@ class DuckDBPrinter(StrPrinter):
 
     def _print_floor(self, expr):
         return f"floor({self._print(expr.args[0])})"
+
+    def _print_window_pairs(self, expr):
+        return "window_pairs(" + ", ".join(self._print(a) for a in expr.args) + ")"
 
 
 _SQL = DuckDBPrinter({"order": "grlex"})

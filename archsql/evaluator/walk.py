@@ -24,6 +24,37 @@ from archsql.schema.weight_axes import check_weight_axes
 MODEL_INPUT_SHAPES = {"input_ids": ("B", "s")}
 
 
+@dataclass(frozen=True)
+class CacheFact:
+    """A declared cache of one node: what one request keeps, and how it grows with c."""
+
+    family: str
+    kind: str
+    growth: str  # per_token | window | compressed | state
+    elements: Axis  # per cached position (state: per request)
+    window: Axis | None
+    ratio: Axis | None
+
+    def positions(self, symbolic: bool = True) -> sympy.Expr:
+        """Cached positions per request at context c (1 for a state)."""
+        pick = (lambda a: a.expr) if symbolic else (lambda a: a.value)
+        if self.growth == "per_token":
+            return C
+        if self.growth == "window":  # a window of 0 keeps every position
+            return C if self.window.value == 0 else sympy.Min(C, pick(self.window))
+        if self.growth == "compressed":
+            return sympy.ceiling(C / pick(self.ratio))
+        return sympy.Integer(1)
+
+    def expr(self) -> sympy.Expr:
+        """Cache elements of a batch of B requests at context c (symbolic in dims)."""
+        return RUNTIME_SYMBOLS["B"] * self.elements.expr * self.positions()
+
+
+C = RUNTIME_SYMBOLS["c"]
+CACHE_RUNTIME_AXES = {"state": ["B"]}  # other growths cache one entry per new token: [B, s, ...]
+
+
 @dataclass
 class NodeResult:
     node: IRNode
@@ -33,6 +64,8 @@ class NodeResult:
     weights: list[WeightDecl]
     copies: sympy.Expr
     active_copies: sympy.Expr
+    caches: list[CacheFact]
+    params: dict[str, object]  # the node's bound parameters (Axis / list / ints), as the primitive saw them
 
 
 @dataclass
@@ -49,6 +82,72 @@ class Walk:
 def _runtime_axis(name: str) -> Axis:
     sym = RUNTIME_SYMBOLS[name]
     return Axis(name, sym, sym)
+
+
+def _cache_fact(family: str, entry, node: IRNode, shape: list[Axis], axis_of, col: Collector) -> CacheFact | None:
+    """The cache an entry declares on ``node``; its shape must be [B, s, ...] ([B, ...] for a state)."""
+    runtime = [str(a.value) for a in shape if a.runtime]
+    want = CACHE_RUNTIME_AXES.get(entry.growth, ["B", "s"])
+    if runtime != want:
+        col.issues.append(
+            Issue(
+                f"cache entry '{entry.node}' ({entry.growth}) caches a tensor of the wrong kind",
+                file=entry.where.file,
+                line=entry.where.line,
+                column=entry.where.column,
+                path=entry.where.path,
+                expected="runtime axes ["
+                + ", ".join(want)
+                + "] (one entry per "
+                + ("request" if want == ["B"] else "new token")
+                + ")",
+                got="[" + ", ".join(a.label for a in shape) + "]",
+                hint="a state cache holds [B, ...]; a per-token, windowed or compressed cache holds [B, s, ...]",
+            )
+        )
+        return None
+    fixed = [a for a in shape if not a.runtime]
+    elements = Axis(
+        "*".join(a.label for a in fixed) or "1",
+        sympy.Mul(*(a.expr for a in fixed)),
+        sympy.Mul(*(a.value for a in fixed)),
+    )
+    window = axis_of(entry.window, entry.where) if entry.window is not None else None
+    ratio = axis_of(entry.ratio, entry.where) if entry.ratio is not None else None
+    if (entry.window is not None and window is None) or (entry.ratio is not None and ratio is None):
+        return None
+    return CacheFact(family, entry.kind, entry.growth, elements, window, ratio)
+
+
+def _check_windowed_caches(results: dict[str, NodeResult], col: Collector) -> None:
+    """Axiom: attention over a sliding window keeps only the window; its K/V caches must
+    be declared with the same cap (a config sliding window without a capped cache is wrong)."""
+    windows: dict[str, set] = {}
+    for uid, res in results.items():
+        window = res.params.get("window")
+        if res.node.op == "attention_score" and window is not None and window.value != 0:
+            windows.setdefault(uid.rsplit(".", 1)[0], set()).add(window.value)
+    for uid, res in results.items():
+        scope = uid.rsplit(".", 1)[0]
+        for fact in res.caches:
+            if scope not in windows or fact.kind not in ("key", "value"):
+                continue
+            capped = fact.growth == "window" and fact.window is not None and fact.window.value in windows[scope]
+            if not capped:
+                entry = next(e for _, e in res.node.cache if e.kind == fact.kind)
+                col.issues.append(
+                    Issue(
+                        f"attention in '{scope}' sees a sliding window of {sorted(windows[scope])[0]} keys, "
+                        f"but its {fact.kind} cache '{entry.node}' is not capped at that window",
+                        file=entry.where.file,
+                        line=entry.where.line,
+                        column=entry.where.column,
+                        path=entry.where.path,
+                        expected=f"growth: window with the attention's window ({sorted(windows[scope])[0]})",
+                        got=f"growth: {fact.growth}" + (f", window {fact.window.value}" if fact.window else ""),
+                        hint="write growth: window, window: <the same dim as the attention's window>",
+                    )
+                )
 
 
 def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Walk:
@@ -163,6 +262,11 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             )
             continue
         ctx.out = shape
+        caches = []
+        for family, entry in node.cache:
+            fact = _cache_fact(family, entry, node, shape, axis_of, col)
+            if fact is not None:
+                caches.append(fact)
         weights = prim.weights(ctx)
         col.issues.extend(
             check_weight_axes(node.spec, list(weights[0].axes) if weights else [], library.dims, symbols, binding)
@@ -175,10 +279,13 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             weights,
             sympy.sympify(prim.copies(ctx)),
             sympy.sympify(prim.active_copies(ctx)),
+            caches,
+            ctx_dims,
         )
     for ref in program.outputs.values():
         if ref.kind == "stream":
             _stack_output(ref.name)
+    _check_windowed_caches(results, col)
     if unbound:
         model = program.model
         for dim, paths in sorted(unbound.items()):

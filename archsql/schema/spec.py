@@ -31,12 +31,16 @@ MODEL_KEYS = (
     "graph",
     "outputs",
 )
-STACK_KEYS = ("repeat", "path", "streams", "schedule")
+STACK_KEYS = ("repeat", "path", "streams", "schedule", "role", "first_layer")
+STACK_ROLES = ("decoder", "mtp")
 STREAM_KEYS = ("carries",)
 SLOT_FILL_KEYS = ("component", "path", "rename")
 CACHE_KEYS = ("family", "entries")
-CACHE_ENTRY_KEYS = ("node", "kind", "growth")
-CACHE_GROWTHS = ("per_token",)
+CACHE_ENTRY_KEYS = ("node", "kind", "growth", "window", "ratio")
+# per_token: grows with context c; window: capped at min(c, window); compressed: one entry
+# per `ratio` positions, ceil(c / ratio); state: fixed size per request (recurrent state)
+CACHE_GROWTHS = ("per_token", "window", "compressed", "state")
+CACHE_GROWTH_PARAM = {"window": "window", "compressed": "ratio"}
 DIMS_ENTRY_KEYS = ("kind", "shardable_by", "doc")
 DIM_KINDS = (
     "hidden",
@@ -49,6 +53,8 @@ DIM_KINDS = (
     "vocab",
     "context",
     "flag",
+    "window",
+    "index",
     "whole",
 )
 ROLE_KEYS = ("doc", "container")
@@ -95,6 +101,8 @@ class CacheEntry:
     kind: str
     growth: str
     where: Where
+    window: Any = None  # dim expression, growth 'window'
+    ratio: Any = None  # dim expression, growth 'compressed'
 
 
 @dataclass
@@ -130,6 +138,8 @@ class StackSpec:
     schedule: Any
     where: Where
     keys_where: dict[str, Where] = field(default_factory=dict)  # repeat/schedule/... -> where
+    role: str = "decoder"  # decoder | mtp (multi-token-prediction layers: on disk, optional at serving)
+    first_layer: Any = 0  # dim expression: index of the first layer in checkpoint paths
 
 
 @dataclass
@@ -384,9 +394,26 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
                             got=type_name(growth),
                             value=True,
                         )
+                    for g, param in CACHE_GROWTH_PARAM.items():
+                        if (growth == g) != (param in entry):
+                            col.add(
+                                entry,
+                                param if param in entry else None,
+                                f"{p}.{param}",
+                                f"'{param}:' goes with growth '{g}'"
+                                + ("" if param in entry else ", which needs it (how many positions)"),
+                                hint=f"write growth: {g}, {param}: <dim>"
+                                if param in entry
+                                else f"add '{param}: <dim expression>' to the entry",
+                            )
                     spec.cache.append(
                         CacheEntry(
-                            str(entry.get("node")), str(entry.get("kind")), growth, _where(str(path), entry, None, p)
+                            str(entry.get("node")),
+                            str(entry.get("kind")),
+                            growth,
+                            _where(str(path), entry, None, p),
+                            entry.get("window"),
+                            entry.get("ratio"),
                         )
                     )
     return spec, col
@@ -568,6 +595,17 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         ):
             for stname, st in streams.items():
                 col.keys(st, f"{spath}.streams.{stname}", STREAM_KEYS, what="stream field", at=(streams, stname))
+        role = raw.get("role", "decoder")
+        if role not in STACK_ROLES:
+            col.add(
+                raw,
+                "role",
+                f"{spath}.role",
+                f"unknown stack role {role!r}",
+                expected=" | ".join(STACK_ROLES),
+                got=type_name(role),
+                value=True,
+            )
         stacks[sname] = StackSpec(
             name=sname,
             repeat=raw.get("repeat"),
@@ -576,6 +614,8 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             schedule=raw.get("schedule"),
             where=_where(col.file, raw_stacks, sname, spath),
             keys_where={k: _where(col.file, raw, k, f"{spath}.{k}") for k in raw},
+            role=str(role),
+            first_layer=raw.get("first_layer", 0),
         )
     graph = _parse_graph(col, data, "$.graph", allow_slot=False, allow_stack=True) if "graph" in data else {}
     spec = ModelSpec(

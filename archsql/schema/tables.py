@@ -35,7 +35,19 @@ TABLES: dict[str, pa.Schema] = {
             ("kind", pa.string()),  # from the global dims table
         ]
     ),
-    # which block template each layer of each stack uses
+    # repeated stacks of layers: decoder layers, or multi-token-prediction (mtp) layers that
+    # are on disk but optional at serving
+    "stacks": pa.schema(
+        [
+            ("model", pa.string()),
+            ("stack", pa.string()),
+            ("role", pa.string()),  # decoder | mtp
+            ("layers", pa.int32()),
+            ("first_layer", pa.int32()),  # checkpoint index of the first layer
+            ("path", pa.string()),
+        ]
+    ),
+    # which block template each layer of each stack uses (layer = checkpoint index)
     "layer_schedule": pa.schema(
         [("model", pa.string()), ("stack", pa.string()), ("layer", pa.int32()), ("template", pa.string())]
     ),
@@ -74,17 +86,21 @@ TABLES: dict[str, pa.Schema] = {
             ("symbol", pa.string()),  # runtime symbol (B, s, c) when the axis is one; else null
         ]
     ),
-    # per-instance quantities as sums of terms: coef * B^e_B * s^e_s * c^e_c
+    # per-instance quantities as sums of terms: coef * B^e_B * s^e_s * c^e_c * factor(arg).
+    # Routed experts: terms are per copy, already carrying the copy's top_k/experts share
+    # of tokens, so a model total is coef × instances.count (active_count is for params).
     "terms": pa.schema(
         [
             ("model", pa.string()),
             ("phase", pa.string()),
             ("uid", pa.string()),
-            ("quantity", pa.string()),  # 'flops'
+            ("quantity", pa.string()),  # 'flops' | 'cache_elements'
             ("coef", pa.float64()),
             ("e_B", pa.int8()),
             ("e_s", pa.int8()),
             ("e_c", pa.int8()),
+            ("factor", pa.string()),  # 'none' | 'min_c' | 'ceil_c_div' | 'window_pairs' (SQL macros of the same names)
+            ("factor_arg", pa.int64()),  # the factor's bound argument (window, ratio); 0 for 'none'
         ]
     ),
     # display forms of the same sympy expressions the terms came from
@@ -115,15 +131,17 @@ TABLES: dict[str, pa.Schema] = {
     "instances": pa.schema(
         [("model", pa.string()), ("uid", pa.string()), ("count", pa.int64()), ("active_count", pa.int64())]
     ),
-    # declared caches: what decode keeps across steps, per instance
+    # declared caches: what decode keeps across steps, per instance and request
     "caches": pa.schema(
         [
             ("model", pa.string()),
             ("uid", pa.string()),  # the node whose output is cached
             ("cache", pa.string()),  # cache family / name, e.g. 'kv'
-            ("kind", pa.string()),  # key | value | ...
-            ("growth", pa.string()),  # per_token
-            ("elements_per_token", pa.int64()),  # per request, per instance
+            ("kind", pa.string()),  # key | value | latent | rope_key | index_key | state | ...
+            ("growth", pa.string()),  # per_token | window | compressed | state
+            ("elements", pa.int64()),  # per cached position (state: per request)
+            ("window", pa.int64()),  # growth window: positions kept, min(c, window)
+            ("ratio", pa.int64()),  # growth compressed: ceil(c / ratio) positions
         ]
     ),
 }

@@ -292,7 +292,9 @@ def bind_dims(col: Collector, model: ModelSpec, config: Mapping[str, Any], libra
         kind = library.dims[dim]["kind"]
         if kind == "flag" and value not in (0, 1):
             _add(col, where, f"flag dim '{dim}' must be 0 or 1", expected="0 or 1", got=str(value))
-        elif kind != "flag" and value <= 0:
+        elif kind in ("window", "index") and value < 0:
+            _add(col, where, f"{kind} dim '{dim}' must be 0 or positive", expected=">= 0", got=str(value))
+        elif kind not in ("flag", "window", "index") and value <= 0:
             _add(col, where, f"dim '{dim}' must be positive", expected="> 0", got=str(value))
         values[dim] = value
     return values

@@ -5,6 +5,13 @@ documents the view (description, every column with unit) and lists invariants: q
 that return zero rows when the invariant holds.  ``create_views`` orders the files by the
 tables they reference, checks each with sqlglot against the live schema (so an unknown
 table or column is reported as ``file:line:col``) and then creates it in DuckDB.
+
+Before the views, ``create_views`` creates the SQL macros of ``macros/NN_<name>.sql``, in
+file-name order (the numeric prefix orders a macro after the macros it calls).  Each file
+holds one ``create or replace macro <name>(...) as ...`` statement, plain DuckDB SQL, whose
+name must be the file stem without its prefix.  The macros are the SQL side of the named
+factors of ``archsql.evaluator.factors`` (tested against it); they live in the database,
+so every DuckDB client sees them with the views.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from archsql.errors import Issue, QueryError, SpecError, did_you_mean
 
 VIEWS_DIR = Path(__file__).parent
 LAYERS = ("base", "int", "reports")
+MACROS = "macros"
 DIALECT = "duckdb"
 
 
@@ -48,8 +56,94 @@ def view_files(views_dir: str | Path | None = None) -> list[ViewFile]:
     return list(files.values())
 
 
+@dataclass(frozen=True)
+class MacroFile:
+    name: str
+    path: Path
+    sql: str
+
+
+_MACRO_FILE = re.compile(r"^(\d+)_(\w+)$")
+_MACRO_HEAD = re.compile(r"\A(?:\s|--[^\n]*\n)*create\s+or\s+replace\s+macro\s+(\w+)\s*\(", re.IGNORECASE)
+
+
+def macro_files(views_dir: str | Path | None = None) -> list[MacroFile]:
+    """Every ``macros/NN_<name>.sql`` under ``views_dir``, in file-name (creation) order."""
+    root = Path(views_dir) if views_dir is not None else VIEWS_DIR
+    out: list[MacroFile] = []
+    issues: list[Issue] = []
+    seen: dict[str, Path] = {}
+    for path in sorted((root / MACROS).glob("*.sql")):
+        sql = path.read_text(encoding="utf-8")
+        stem = _MACRO_FILE.match(path.stem)
+        head = _MACRO_HEAD.match(sql)
+        if stem is None:
+            issues.append(
+                Issue(
+                    "a macro file is named NN_<macro name>.sql (NN orders creation)",
+                    file=str(path),
+                    got=path.name,
+                    hint=f"rename it, e.g. 10_{path.stem}.sql",
+                )
+            )
+        elif head is None:
+            issues.append(
+                Issue(
+                    "a macro file holds one `create or replace macro <name>(<params>) as <expression>` statement",
+                    file=str(path),
+                    line=1,
+                )
+            )
+        elif head.group(1).lower() != stem.group(2).lower():
+            line = sql.count("\n", 0, head.start(1)) + 1
+            issues.append(
+                Issue(
+                    f"the file defines macro '{head.group(1)}' but is named for '{stem.group(2)}'",
+                    file=str(path),
+                    line=line,
+                    column=head.start(1) - (sql.rfind("\n", 0, head.start(1)) + 1) + 1,
+                    hint=f"name the file NN_{head.group(1)}.sql or the macro {stem.group(2)}",
+                )
+            )
+        else:
+            name = stem.group(2).lower()
+            if name in seen:
+                issues.append(Issue(f"macro '{name}' is also defined in {seen[name]}", file=str(path)))
+            seen[name] = path
+            out.append(MacroFile(name, path, sql))
+    if issues:
+        raise QueryError(issues=issues)
+    return out
+
+
+def create_macros(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> list[str]:
+    """(Re)create every SQL macro in file-name order; returns the macro names in that order.
+    DuckDB binds a macro when it is created, so an unknown function or a syntax error is
+    reported here with the file, line and (where DuckDB shows it) column."""
+    names = []
+    for f in macro_files(views_dir):
+        body = f.sql.rstrip().removesuffix(";")
+        try:
+            if len(con.extract_statements(body)) != 1:
+                raise QueryError(
+                    issues=[Issue("a macro file holds exactly one statement (its create macro)", file=str(f.path))]
+                )
+            con.execute(body)
+        except duckdb.Error as exc:
+            line, column = _duckdb_position(str(exc), body)
+            before_excerpt = re.split(r"\n\s*LINE \d+:", str(exc))[0]
+            message = " ".join(part.strip() for part in before_excerpt.splitlines() if part.strip())
+            raise QueryError(
+                issues=[Issue(f"DuckDB rejected the macro: {message}", file=str(f.path), line=line, column=column)]
+            ) from None
+        names.append(f.name)
+    return names
+
+
 def create_views(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> list[str]:
-    """(Re)create every view in dependency order; returns the view names in that order."""
+    """(Re)create the macros, then every view in dependency order; returns the view names
+    in that order."""
+    create_macros(con, views_dir)
     files = {f.name: f for f in view_files(views_dir)}
     schema = _live_schema(con)
     tables = {t for t, kind in _relations(con).items() if kind == "BASE TABLE"}
@@ -235,6 +329,22 @@ def _sqlglot_type(dtype: str) -> str:
 _COLUMN_IN_MESSAGE = re.compile(r"[Cc]olumn:? '?([^'\s.,]+)'?")
 _LINE_COL = re.compile(r"Line: (\d+), Col: (\d+)")
 _DUCKDB_LINE = re.compile(r"LINE (\d+):")
+_DUCKDB_CARET = re.compile(r"^(LINE (\d+): )(.*)\n( *)\^", re.MULTILINE)
+
+
+def _duckdb_position(message: str, sql: str) -> tuple[int | None, int | None]:
+    """(line, column) of a DuckDB error in ``sql``; the column only where DuckDB shows the
+    whole line (it elides long lines) and marks the spot with a caret."""
+    caret = _DUCKDB_CARET.search(message)
+    if caret is None:
+        line = _DUCKDB_LINE.search(message)
+        return (int(line.group(1)), None) if line else (None, None)
+    line = int(caret.group(2))
+    lines = sql.split("\n")
+    shown = caret.group(3)
+    if 0 < line <= len(lines) and lines[line - 1].rstrip() == shown.rstrip():
+        return line, len(caret.group(4)) - len(caret.group(1)) + 1
+    return line, None
 
 
 def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str]]) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import InputDim, NewDim, keep
+from archsql.evaluator.dimmap import Axis, InputDim, NewDim, keep
+from archsql.evaluator.factors import window_pairs
 from archsql.evaluator.primitives.base import (
     Ctx,
     NodeShapeError,
@@ -28,14 +29,25 @@ B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
 CONTEXT_AXIS_NAME = "c"
 
 
-def attended_pairs(causal: bool) -> sympy.Expr:
-    """(query, key) pairs per request per head."""
+def attended_pairs(causal: bool, window: Axis | None = None) -> sympy.Expr:
+    """(query, key) pairs per request per head; a causal sliding window of w > 0 keys caps
+    each query's keys at w (``window_pairs``); w = 0 means no window."""
+    if window is not None and window.value != 0:
+        return window_pairs(S, C, window.expr)
     return S * C - S * (S - 1) / 2 if causal else S * C
 
 
-def _context_axis():
-    from archsql.evaluator.dimmap import Axis
+def _window(ctx: Ctx) -> Axis | None:
+    window = ctx.dims.get("window")
+    if window is not None and window.value != 0 and not ctx.flag("causal"):
+        raise NodeShapeError("a sliding window needs a causal mask", expected="causal: 1 with window", got="causal: 0")
+    return window
 
+
+WINDOW = Param(default=0, doc="causal sliding window in keys per query (0 = no window)")
+
+
+def _context_axis():
     return Axis(CONTEXT_AXIS_NAME, C, C)
 
 
@@ -80,6 +92,7 @@ class AttentionScore(Primitive):
         "kv_heads": Param(doc="key/value heads"),
         "d_head": Param(doc="q/k head dim"),
         "causal": Param("flag", 1, "1 = causal mask (decoder), 0 = bidirectional"),
+        "window": WINDOW,
     }
 
     def check(self, ctx: Ctx) -> None:
@@ -95,7 +108,9 @@ class AttentionScore(Primitive):
         return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), NewDim(_context_axis()))
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
-        return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"))
+        return (
+            2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"), _window(ctx))
+        )
 
 
 class Softmax(Primitive):
@@ -104,7 +119,7 @@ class Softmax(Primitive):
     pairs count."""
 
     shape_kind = "preserve"
-    params = {"causal": Param("flag", 0, "1 on causal attention scores")}
+    params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW}
 
     def check(self, ctx: Ctx) -> None:
         if ctx.flag("causal"):
@@ -116,7 +131,7 @@ class Softmax(Primitive):
     def flops(self, ctx: Ctx) -> sympy.Expr:
         shape = ctx.ins[0]
         if ctx.flag("causal"):
-            return 5 * shape[0].expr * shape[1].expr * attended_pairs(True)
+            return 5 * shape[0].expr * shape[1].expr * attended_pairs(True, _window(ctx))
         return 5 * numel(shape)
 
 
@@ -131,6 +146,7 @@ class AttentionApply(Primitive):
         "kv_heads": Param(doc="key/value heads"),
         "d_head": Param(doc="value head dim"),
         "causal": Param("flag", 1),
+        "window": WINDOW,
     }
 
     def check(self, ctx: Ctx) -> None:
@@ -145,4 +161,6 @@ class AttentionApply(Primitive):
         return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), InputDim(1, 3))
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
-        return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"))
+        return (
+            2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"), _window(ctx))
+        )

@@ -26,6 +26,12 @@ class Silu(_Unary):
     flops_per_element = 4
 
 
+class Sigmoid(_Unary):
+    """1 / (1 + exp(−x)): 4 FLOPs per element (negate, exp, add, divide)."""
+
+    flops_per_element = 4
+
+
 class Gelu(_Unary):
     """tanh-approximate GELU: 8 FLOPs per element."""
 

@@ -52,9 +52,46 @@ class Linear(Primitive):
 
 
 class Router(Linear):
-    """The MoE gate: a bias-free linear from the hidden size to expert logits."""
+    """The MoE gate: a linear from the hidden size to expert logits.  ``correction_bias: 1``
+    adds the per-expert selection bias of aux-loss-free routing (``e_score_correction_bias``,
+    used to choose experts, not to weight them)."""
 
-    params = {"in": Param(doc="hidden size"), "out": Param(doc="number of experts (logits)"), "bias": Param("flag", 0)}
+    params = {
+        "in": Param(doc="hidden size"),
+        "out": Param(doc="number of experts (logits)"),
+        "bias": Param("flag", 0),
+        "correction_bias": Param("flag", 0, "1 with an e_score_correction_bias vector"),
+    }
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        out = super().weights(ctx)
+        if ctx.flag("correction_bias"):
+            out.append(WeightDecl("e_score_correction_bias", (ctx.dim("out"),)))
+        return out
+
+
+class AbsorbedLinear(Primitive):
+    """A per-head matmul by a slice of another node's weight: [..., heads, in] →
+    [..., heads, out] (MLA decode: q_nope · W_UK, latent · W_UV from kv_b_proj).  FLOPs
+    2·M·heads·in·out; no weight of its own — the weight is counted where it is declared."""
+
+    shape_kind = "contract"
+    params = {
+        "heads": Param(doc="heads"),
+        "in": Param(doc="input features per head"),
+        "out": Param(doc="output features per head"),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        expect_axis(ctx, 0, -2, ctx.dim("heads"), "absorbed_linear heads")
+        expect_axis(ctx, 0, -1, ctx.dim("in"), "absorbed_linear input features")
+
+    def dimmap(self, ctx: Ctx):
+        rank = len(ctx.ins[0])
+        return (*keep(0, rank, rank - 1), NewDim(ctx.dim("out")))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return 2 * leading(ctx.ins[0]) * ctx.e("in") * ctx.e("out")
 
 
 class Embedding(Primitive):

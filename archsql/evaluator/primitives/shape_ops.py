@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import Flatten, InputDim, Split, keep
+from archsql.evaluator.dimmap import Axis, Flatten, InputDim, NewDim, Split, keep
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, _fmt
 
 
@@ -62,3 +62,63 @@ class Transpose(Primitive):
 
     def dimmap(self, ctx: Ctx):
         return tuple(InputDim(0, i) for i in ctx.dims["perm"])
+
+
+class Slice(Primitive):
+    """One part of the last axis split into ``parts``: [..., Σparts] → [..., parts[index]]
+    (torch.split(...)[index]).  No FLOPs."""
+
+    shape_kind = "axis_select"
+    params = {
+        "parts": Param("dims", doc="sizes of the parts, in order"),
+        "index": Param("ints", doc="[i]: the part kept"),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        parts, index = ctx.dims["parts"], ctx.dims["index"]
+        total = sympy.Add(*(p.value for p in parts))
+        last = ctx.ins[0][-1]
+        if sympy.simplify(total - last.value) != 0:
+            raise NodeShapeError(
+                "slice parts must add up to the sliced axis",
+                expected=f"{last.label} = {last.value}",
+                got=" + ".join(f"{p.label}={p.value}" for p in parts) + f" = {total}",
+            )
+        if len(index) != 1 or not 0 <= index[0] < len(parts):
+            raise NodeShapeError("slice index must be [i] with 0 <= i < len(parts)", got=str(index))
+
+    def dimmap(self, ctx: Ctx):
+        rank = len(ctx.ins[0])
+        return (*keep(0, rank, rank - 1), NewDim(ctx.dims["parts"][ctx.dims["index"][0]]))
+
+
+class Concat(Primitive):
+    """Concatenate along the last axis; leading axes must match, where an axis of size 1
+    broadcasts (torch.cat after expand, e.g. a rope key shared by all heads).  No FLOPs."""
+
+    arity = (2, 8)
+    shape_kind = "axis_concat"
+
+    def check(self, ctx: Ctx) -> None:
+        ranks = {len(s) for s in ctx.ins}
+        if len(ranks) != 1:
+            raise NodeShapeError("concat inputs must have the same rank", got=", ".join(_fmt(s) for s in ctx.ins))
+        for axis in range(len(ctx.ins[0]) - 1):
+            sizes = {a[axis].value for a in ctx.ins} - {sympy.Integer(1)}
+            if len(sizes) > 1:
+                raise NodeShapeError(
+                    f"concat inputs differ on axis {axis} (only size-1 axes broadcast)",
+                    got=", ".join(_fmt(s) for s in ctx.ins),
+                )
+
+    def dimmap(self, ctx: Ctx):
+        rank = len(ctx.ins[0])
+        lead = []
+        for axis in range(rank - 1):
+            port = next((p for p, s in enumerate(ctx.ins) if s[axis].value != 1), 0)
+            lead.append(InputDim(port, axis))
+        last = [s[-1] for s in ctx.ins]
+        total = Axis(
+            " + ".join(a.label for a in last), sympy.Add(*(a.expr for a in last)), sympy.Add(*(a.value for a in last))
+        )
+        return (*lead, NewDim(total))

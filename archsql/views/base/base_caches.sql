@@ -1,9 +1,11 @@
--- Declared caches: what decode keeps across steps, per instance.
+-- Declared caches: what decode keeps across steps, per node instance and request.
 select
     model,
     uid,
     cache,
     kind,
     growth,
-    elements_per_token
+    elements,
+    "window",
+    ratio
 from caches

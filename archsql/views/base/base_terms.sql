@@ -1,4 +1,4 @@
--- Per-instance quantities as sums of terms coef * B^e_B * s^e_s * c^e_c.
+-- Per-instance quantities as sums of terms coef * B^e_B * s^e_s * c^e_c * factor(factor_arg).
 select
     model,
     phase,
@@ -7,5 +7,7 @@ select
     coef,
     e_B,
     e_s,
-    e_c
+    e_c,
+    factor,
+    factor_arg
 from terms

@@ -22,7 +22,8 @@ nodes as (
     select
         model,
         uid,
-        role
+        role,
+        in_base_model
     from base_nodes
 ),
 
@@ -40,6 +41,7 @@ joined as (
         e.model,
         e.uid,
         n.role,
+        n.in_base_model,
         e.elements,
         i.count,
         i.active_count
@@ -53,11 +55,12 @@ with_params as (
         model,
         uid,
         role,
+        in_base_model,
         elements,
         count,
         active_count,
         elements * count as params,
-        elements * active_count as active_params
+        case when in_base_model then elements * active_count else 0 end as active_params
     from joined
 )
 
@@ -65,6 +68,7 @@ select
     model,
     uid,
     role,
+    in_base_model,
     elements,
     count,
     active_count,

@@ -1,4 +1,4 @@
--- FLOPs of one step of every model for every workload: the roles of flops_by_role summed.
+-- FLOPs of one step of every model for every workload: the flops of int_workload_terms summed.
 with
 
 models as (
@@ -16,12 +16,13 @@ workloads as (
     from base_workloads
 ),
 
-by_role as (
+quantities as (
     select
         model,
         workload,
-        flops
-    from flops_by_role
+        value
+    from int_workload_terms
+    where quantity = 'flops'
 ),
 
 model_workloads as (
@@ -40,8 +41,8 @@ flops_per_workload as (
     select
         model,
         workload,
-        sum(flops) as flops
-    from by_role
+        sum(value) as flops
+    from quantities
     group by model, workload
 ),
 

@@ -1,43 +1,18 @@
 -- FLOPs of one step per model, workload and role: the role's FLOP terms evaluated at the workload.
 with
 
-workloads as (
+quantities as (
     select
+        model,
         workload,
         phase,
         batch,
         new_tokens,
-        context
-    from base_workloads
-),
-
-terms as (
-    select
-        model,
-        phase,
+        context,
         role,
-        e_B,
-        e_s,
-        e_c,
-        coef
-    from int_flop_terms_by_role
-),
-
-term_values as (
-    select
-        t.model,
-        w.workload,
-        w.phase,
-        w.batch,
-        w.new_tokens,
-        w.context,
-        t.role,
-        t.coef
-        * power(w.batch, t.e_B)
-        * power(w.new_tokens, t.e_s)
-        * power(w.context, t.e_c) as flops
-    from terms as t
-    inner join workloads as w on w.phase = t.phase
+        value
+    from int_workload_terms
+    where quantity = 'flops'
 ),
 
 summed as (
@@ -49,8 +24,8 @@ summed as (
         new_tokens,
         context,
         role,
-        sum(flops) as flops
-    from term_values
+        sum(value) as flops
+    from quantities
     group by model, workload, phase, batch, new_tokens, context, role
 )
 

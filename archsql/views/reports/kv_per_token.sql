@@ -1,4 +1,4 @@
--- Per-token cache size of every model in every dtype.
+-- Per-token cache growth and fixed state of every model, in every dtype.
 with
 
 models as (
@@ -13,30 +13,15 @@ dtypes as (
     from base_dtypes
 ),
 
-caches as (
+entries as (
     select
         model,
-        uid,
-        elements_per_token
-    from base_caches
-    where growth = 'per_token'
-),
-
-instances as (
-    select
-        model,
-        uid,
-        count
-    from base_instances
-),
-
-nodes as (
-    select
-        model,
-        uid,
         stack,
-        template
-    from base_nodes
+        template,
+        elements_per_token,
+        state_elements
+    from int_cache_entries
+    where phase = 'decode'
 ),
 
 layer_schedule as (
@@ -50,20 +35,19 @@ layer_schedule as (
 
 elements_per_model as (
     select
-        c.model,
-        sum(c.elements_per_token * i.count)::bigint as elements_per_token
-    from caches as c
-    inner join instances as i on i.model = c.model and i.uid = c.uid
-    group by c.model
+        model,
+        sum(elements_per_token) as elements_per_token,
+        sum(state_elements)::bigint as state_elements_per_request
+    from entries
+    group by model
 ),
 
 cached_templates as (
     select distinct
-        c.model,
-        n.stack,
-        n.template
-    from caches as c
-    inner join nodes as n on n.model = c.model and n.uid = c.uid
+        model,
+        stack,
+        template
+    from entries
 ),
 
 cached_layers as (
@@ -82,6 +66,8 @@ joined as (
         d.dtype,
         coalesce(e.elements_per_token, 0) as elements_per_token,
         coalesce(e.elements_per_token, 0) * d.bytes as bytes_per_token,
+        coalesce(e.state_elements_per_request, 0) as state_elements_per_request,
+        coalesce(e.state_elements_per_request, 0) * d.bytes as state_bytes_per_request,
         coalesce(l.cache_layers, 0) as cache_layers
     from models as m
     cross join dtypes as d
@@ -94,5 +80,7 @@ select
     dtype,
     elements_per_token,
     bytes_per_token,
+    state_elements_per_request,
+    state_bytes_per_request,
     cache_layers
 from joined

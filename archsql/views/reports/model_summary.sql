@@ -12,9 +12,19 @@ node_params as (
     select
         model,
         role,
+        in_base_model,
         params,
         active_params
     from int_node_params
+),
+
+decoder_layers as (
+    select
+        s.model,
+        s.layer
+    from base_layer_schedule as s
+    inner join base_stacks as st on st.model = s.model and st.stack = s.stack
+    where st.role = 'decoder'
 ),
 
 dims as (
@@ -38,8 +48,9 @@ params_per_model as (
         model,
         sum(params)::bigint as params,
         sum(active_params)::bigint as active_params,
-        coalesce(sum(params) filter (where role in ('embedding', 'lm_head')), 0)::bigint
-            as embedding_params
+        coalesce(sum(params) filter (where role in ('embedding', 'lm_head') and in_base_model), 0)::bigint
+            as embedding_params,
+        coalesce(sum(params) filter (where not in_base_model), 0)::bigint as mtp_params
     from node_params
     group by model
 ),
@@ -48,7 +59,7 @@ layers_per_model as (
     select
         model,
         count(*) as layers
-    from layer_schedule
+    from decoder_layers
     group by model
 ),
 
@@ -69,7 +80,8 @@ joined as (
         coalesce(p.params, 0) as params,
         coalesce(p.active_params, 0) as active_params,
         coalesce(p.embedding_params, 0) as embedding_params,
-        coalesce(p.params, 0) - coalesce(p.embedding_params, 0) as body_params,
+        coalesce(p.params, 0) - coalesce(p.embedding_params, 0) - coalesce(p.mtp_params, 0) as body_params,
+        coalesce(p.mtp_params, 0) as mtp_params,
         coalesce(l.layers, 0) as layers,
         d.hidden_size,
         d.vocab_size,
@@ -87,6 +99,7 @@ select
     active_params,
     embedding_params,
     body_params,
+    mtp_params,
     layers,
     hidden_size,
     vocab_size,

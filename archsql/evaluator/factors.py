@@ -1,0 +1,78 @@
+"""Named factors: the few non-polynomial pieces of a cost formula.
+
+A bound quantity is a sum of terms ``coef · B^a · s^b · c^k · f`` where ``f`` is 1 or one
+named factor of the runtime symbols with a bound integer argument:
+
+=============== ======================== ==============================================
+name            sympy                    meaning
+=============== ======================== ==============================================
+``min_c``       ``Min(c, w)``            attended/cached positions capped by a window
+``ceil_c_div``  ``ceiling(c / r)``       positions compressed along time by a ratio
+``window_pairs````window_pairs(s, c, w)``causal (query, key) pairs under a window
+=============== ======================== ==============================================
+
+The SQL side defines the same factors once, as DuckDB macros (``archsql/views/macros``);
+tests check the macros against :func:`factor_value` on random inputs.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from archsql.schema.expr import RUNTIME_SYMBOLS
+
+B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
+NONE = "none"
+
+
+class window_pairs(sympy.Function):
+    """Σ_{j=c−s+1}^{c} min(j, w): (query, key) pairs when s new queries follow c − s cached
+    tokens and each query sees at most w keys (itself included).  w ≥ c: the plain causal
+    count s·c − s(s−1)/2; decode (s = 1): min(c, w)."""
+
+    @classmethod
+    def eval(cls, s, c, w):
+        if all(isinstance(a, sympy.Integer) for a in (s, c, w)):
+            return sympy.Integer(window_pairs_int(int(s), int(c), int(w)))
+        if s == 1:
+            return sympy.Min(c, w)
+        return None
+
+
+def window_pairs_int(s: int, c: int, w: int) -> int:
+    first = c - s + 1  # absolute position (1-based) of the first new query
+    if c <= w:
+        return s * c - s * (s - 1) // 2
+    if first >= w:
+        return s * w
+    return (w * (w + 1) - first * (first - 1)) // 2 + (c - w) * w
+
+
+def classify(atom: sympy.Expr) -> tuple[str, int] | None:
+    """(name, argument) of a named-factor atom, or None when ``atom`` is not one."""
+    if isinstance(atom, sympy.Min) and len(atom.args) == 2:
+        a, b = atom.args
+        if a == C and b.is_Integer:
+            return "min_c", int(b)
+        if b == C and a.is_Integer:
+            return "min_c", int(a)
+    if isinstance(atom, sympy.ceiling):
+        ratio = sympy.simplify(C / atom.args[0])
+        if ratio.is_Integer and ratio > 0:
+            return "ceil_c_div", int(ratio)
+    if isinstance(atom, window_pairs) and atom.args[0] == S and atom.args[1] == C and atom.args[2].is_Integer:
+        return "window_pairs", int(atom.args[2])
+    return None
+
+
+def factor_value(name: str, arg: int, s: int, c: int) -> int:
+    """The factor at a workload (the reference the SQL macros are tested against)."""
+    if name == NONE:
+        return 1
+    if name == "min_c":
+        return min(c, arg)
+    if name == "ceil_c_div":
+        return -(-c // arg)
+    if name == "window_pairs":
+        return window_pairs_int(s, c, arg)
+    raise KeyError(name)

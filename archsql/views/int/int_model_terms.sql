@@ -1,0 +1,161 @@
+-- Whole-model terms of every quantity: per-instance terms times copies, grouped by role,
+-- block template, cache kind and growth, monomial and factor.
+with
+
+flop_terms as (
+    select
+        model,
+        phase,
+        uid,
+        coef,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg
+    from base_terms
+    where quantity = 'flops'
+),
+
+instances as (
+    select
+        model,
+        uid,
+        count
+    from base_instances
+),
+
+nodes as (
+    select
+        model,
+        uid,
+        role,
+        template
+    from base_nodes
+    where in_base_model
+),
+
+cache_entries as (
+    select
+        model,
+        phase,
+        role,
+        template,
+        kind,
+        growth,
+        count,
+        coef,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg
+    from int_cache_entries
+),
+
+scaled_flops as (
+    select
+        t.model,
+        t.phase,
+        'flops' as quantity,
+        n.role,
+        n.template,
+        null::varchar as kind,
+        null::varchar as growth,
+        t.e_B,
+        t.e_s,
+        t.e_c,
+        t.factor,
+        t.factor_arg,
+        t.coef * i.count as coef
+    from flop_terms as t
+    inner join instances as i on i.model = t.model and i.uid = t.uid
+    inner join nodes as n on n.model = t.model and n.uid = t.uid
+),
+
+scaled_caches as (
+    select
+        model,
+        phase,
+        'cache_elements' as quantity,
+        role,
+        template,
+        kind,
+        growth,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg,
+        coef * count as coef
+    from cache_entries
+),
+
+scaled as (
+    select
+        model,
+        phase,
+        quantity,
+        role,
+        template,
+        kind,
+        growth,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg,
+        coef
+    from scaled_flops
+    union all
+    select
+        model,
+        phase,
+        quantity,
+        role,
+        template,
+        kind,
+        growth,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg,
+        coef
+    from scaled_caches
+),
+
+summed as (
+    select
+        model,
+        phase,
+        quantity,
+        role,
+        template,
+        kind,
+        growth,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg,
+        sum(coef) as coef
+    from scaled
+    group by model, phase, quantity, role, template, kind, growth, e_B, e_s, e_c, factor, factor_arg
+)
+
+select
+    model,
+    phase,
+    quantity,
+    role,
+    template,
+    kind,
+    growth,
+    e_B,
+    e_s,
+    e_c,
+    factor,
+    factor_arg,
+    coef
+from summed

@@ -1,0 +1,78 @@
+-- Every term of every model evaluated at every workload of its phase.  The one place where
+-- term rows meet workloads; reports sum the values at the grain they need.
+with
+
+workloads as (
+    select
+        workload,
+        phase,
+        batch,
+        new_tokens,
+        context
+    from base_workloads
+),
+
+terms as (
+    select
+        model,
+        phase,
+        quantity,
+        role,
+        template,
+        kind,
+        growth,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg,
+        coef
+    from int_model_terms
+),
+
+term_values as (
+    select
+        t.model,
+        w.workload,
+        w.phase,
+        w.batch,
+        w.new_tokens,
+        w.context,
+        t.quantity,
+        t.role,
+        t.template,
+        t.kind,
+        t.growth,
+        t.e_B,
+        t.e_s,
+        t.e_c,
+        t.factor,
+        t.factor_arg,
+        t.coef
+        * power(w.batch, t.e_B)
+        * power(w.new_tokens, t.e_s)
+        * power(w.context, t.e_c)
+        * term_factor(t.factor, t.factor_arg, w.new_tokens, w.context)::double as value
+    from terms as t
+    inner join workloads as w on w.phase = t.phase
+)
+
+select
+    model,
+    workload,
+    phase,
+    batch,
+    new_tokens,
+    context,
+    quantity,
+    role,
+    template,
+    kind,
+    growth,
+    e_B,
+    e_s,
+    e_c,
+    factor,
+    factor_arg,
+    value
+from term_values

@@ -1,0 +1,15 @@
+-- term_factor(factor, arg, s, c): the named factor of a term row (terms.factor,
+-- terms.factor_arg) at a workload with s new tokens per request and context c; the value
+-- of archsql.evaluator.factors.factor_value.  An unknown factor name is an error, never 1.
+--   none          1
+--   min_c         least(c, arg)              positions capped by a window
+--   ceil_c_div    ceil(c / arg), in integers  positions compressed by a ratio
+--   window_pairs  window_pairs(s, c, arg)    causal pairs under a sliding window
+create or replace macro term_factor(factor, arg, s, c) as
+case factor
+    when 'none' then 1
+    when 'min_c' then least(c, arg)
+    when 'ceil_c_div' then (c + arg - 1) // arg
+    when 'window_pairs' then window_pairs(s, c, arg)
+    else error('unknown term factor ''' || factor || '''; known: none, min_c, ceil_c_div, window_pairs')
+end;
