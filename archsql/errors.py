@@ -87,6 +87,10 @@ class ReconciliationError(ArchsqlError, ValueError):
     """A checkpoint does not match its spec."""
 
 
+class CheckpointError(ArchsqlError, ValueError):
+    """A checkpoint (safetensors/GGUF file, shard set, HF cache folder or Hub repo) cannot be read."""
+
+
 class UnsafeSQLError(ArchsqlError, PermissionError):
     """A query that would modify the database through a read-only entry point."""
 

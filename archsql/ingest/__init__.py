@@ -1,5 +1,15 @@
-"""Facts in: Hugging Face config.json files (``hf_config``).
+"""Facts in: what checkpoints and configs say, read without loading weights.
 
-Checkpoint headers (safetensors/GGUF) and measured kernel rows arrive here too, as the
-checkpoint-reconciliation and kernel-corpus work lands.
+- ``hf_config``: a Hugging Face ``config.json`` (located errors).
+- ``checkpoint``: :func:`read_checkpoint` — tensor headers of a checkpoint as the
+  ``checkpoint_tensors`` table, from a ``.safetensors`` file, a shard set
+  (``model.safetensors.index.json``), a Hugging Face cache folder or repo id (offline), the
+  Hub (range requests through huggingface_hub, never weight bytes), or a ``.gguf`` file.
+- ``safetensors_headers``, ``gguf_headers``, ``hub``: the readers behind it.
+
+Measured kernel rows arrive here too with the kernel corpus.
 """
+
+from archsql.ingest.checkpoint import read_checkpoint
+
+__all__ = ["read_checkpoint"]
