@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import sympy
 
+from archsql.evaluator.layouts import propagate
 from archsql.evaluator.terms import display, to_sql, to_terms
 from archsql.evaluator.walk import Walk
 from archsql.schema.tables import PHASES, TABLES
@@ -96,8 +97,10 @@ def build_tables(
     seen: set[str] = set()
     for phase in PHASES:
         w = walks[phase]
+        node_layouts = propagate(w)
         for uid, res in w.results.items():
             node = res.node
+            _emit_layout(rows, model_name, phase, uid, res, node_layouts[uid], w, seen)
             rows["nodes"].append(
                 {
                     "model": model_name,
@@ -136,7 +139,7 @@ def build_tables(
                         "symbol": sym,
                     }
                 )
-            quantities = [("flops", res.flops)]
+            quantities = [("flops", res.flops), ("read_elements", res.io[0]), ("write_elements", res.io[1])]
             if res.caches:
                 quantities.append(("cache_elements", sum((f.expr() for f in res.caches), sympy.Integer(0))))
             for quantity, expr in quantities:
@@ -178,6 +181,81 @@ def build_tables(
                     }
                 )
     return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
+
+
+def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen: set[str]) -> None:
+    """Layout rows of a node (output, weights, expert copies) and its collectives as nodes."""
+    tensors = [("out", lay.out), *lay.weights.items()]
+    for tensor, layout in tensors:
+        for axis, group in layout.sharded:
+            rows["layouts"].append(
+                {
+                    "model": model,
+                    "phase": phase,
+                    "uid": uid,
+                    "tensor": tensor,
+                    "axis": axis,
+                    "placement": "S",
+                    "group": group,
+                }
+            )
+        for group in sorted(layout.partial):
+            rows["layouts"].append(
+                {
+                    "model": model,
+                    "phase": phase,
+                    "uid": uid,
+                    "tensor": tensor,
+                    "axis": -1,
+                    "placement": "P",
+                    "group": group,
+                }
+            )
+    if lay.copies_group:
+        rows["layouts"].append(
+            {
+                "model": model,
+                "phase": phase,
+                "uid": uid,
+                "tensor": "copies",
+                "axis": -1,
+                "placement": "S",
+                "group": lay.copies_group,
+            }
+        )
+    node = res.node
+    count, _ = node_count(w, res, symbolic=False)
+    for coll in lay.collectives:
+        cuid = f"{uid}#{coll.kind}[{coll.port}]"
+        rows["collectives"].append(
+            {
+                "model": model,
+                "phase": phase,
+                "uid": cuid,
+                "consumer_uid": uid,
+                "port": coll.port,
+                "kind": coll.kind,
+                "group": coll.group,
+            }
+        )
+        rows["nodes"].append(
+            {
+                "model": model,
+                "phase": phase,
+                "uid": cuid,
+                "stack": node.stack,
+                "template": node.template,
+                "path": node.path,
+                "op": coll.kind,
+                "role": node.role,
+                "component": node.component,
+            }
+        )
+        if cuid not in seen:  # one instances row per uid across phases; one collective per occurrence
+            seen.add(cuid)
+            occurrences = int(count // res.copies.xreplace(w.binding))
+            rows["instances"].append({"model": model, "uid": cuid, "count": occurrences, "active_count": occurrences})
+        _emit(rows, model, phase, cuid, "comm_elements", coll.elements, w)
 
 
 def _emit(rows, model: str, phase: str, uid: str, quantity: str, expr: sympy.Expr, w: Walk) -> None:

@@ -94,7 +94,10 @@ TABLES: dict[str, pa.Schema] = {
             ("model", pa.string()),
             ("phase", pa.string()),
             ("uid", pa.string()),
-            ("quantity", pa.string()),  # 'flops' | 'cache_elements'
+            # 'flops' | 'cache_elements' | 'read_elements' / 'write_elements' (activations in
+            # memory; attention reads its caches, a flash kernel keeps scores on chip) |
+            # 'comm_elements' (collective nodes: global elements communicated)
+            ("quantity", pa.string()),
             ("coef", pa.float64()),
             ("e_B", pa.int8()),
             ("e_s", pa.int8()),
@@ -130,6 +133,35 @@ TABLES: dict[str, pa.Schema] = {
     # expert per layer; active_count = copies a single token uses (count * top_k / experts).
     "instances": pa.schema(
         [("model", pa.string()), ("uid", pa.string()), ("count", pa.int64()), ("active_count", pa.int64())]
+    ),
+    # how each tensor is split across parallel groups (attention, ffn, moe_tp, moe_ep, dp):
+    # one row per sharded axis (placement 'S', axis >= 0) and per pending-sum group
+    # (placement 'P', axis -1); an axis with no row is replicated.  tensor: 'out' (the
+    # node's output), a weight tensor name, or 'copies' (routed experts spread over moe_ep).
+    # Degrees come from deployments; the text form is archsql.evaluator.layouts.Layout.text.
+    "layouts": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),
+            ("uid", pa.string()),
+            ("tensor", pa.string()),
+            ("axis", pa.int32()),
+            ("placement", pa.string()),  # S | P
+            ("group", pa.string()),
+        ]
+    ),
+    # inferred collectives: real nodes (nodes/terms/instances rows under their own uid; their
+    # 'comm_elements' terms give the global elements communicated)
+    "collectives": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),
+            ("uid", pa.string()),  # the collective's node uid
+            ("consumer_uid", pa.string()),  # the node whose input it prepares
+            ("port", pa.int32()),
+            ("kind", pa.string()),  # all_reduce | all_gather | all_to_all
+            ("group", pa.string()),
+        ]
     ),
     # declared caches: what decode keeps across steps, per instance and request
     "caches": pa.schema(

@@ -37,6 +37,15 @@ def attended_pairs(causal: bool, window: Axis | None = None) -> sympy.Expr:
     return S * C - S * (S - 1) / 2 if causal else S * C
 
 
+def cached_reads(ctx: Ctx, port: int) -> sympy.Expr:
+    """Elements of the K (or V) cache a step reads: per request, every position the window
+    keeps (B · kv_heads · d · min(c, window), or c without a window)."""
+    shape = ctx.ins[port]
+    window = ctx.dims.get("window")
+    positions = C if window is None or window.value == 0 else sympy.Min(C, window.expr)
+    return shape[0].expr * shape[2].expr * shape[3].expr * positions
+
+
 def _window(ctx: Ctx) -> Axis | None:
     window = ctx.dims.get("window")
     if window is not None and window.value != 0 and not ctx.flag("causal"):
@@ -64,6 +73,8 @@ def _check_heads(ctx: Ctx) -> None:
 class Rope(Primitive):
     """Rotary embedding on the first ``d_rot`` features of each head: x·cos + rot(x)·sin,
     3 FLOPs per rotated element.  ``d_rot`` defaults to the whole head."""
+
+    needs_whole_last_axis = True
 
     shape_kind = "preserve"
     params = {"d_rot": Param(default="@last", doc="rotated features per head (default: all)")}
@@ -107,6 +118,11 @@ class AttentionScore(Primitive):
     def dimmap(self, ctx: Ctx):
         return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), NewDim(_context_axis()))
 
+    def io(self, ctx: Ctx):
+        """Flash-attention traffic: queries read, every cached key of the context read once;
+        the scores stay on chip (softmax and apply continue in the same kernel)."""
+        return numel(ctx.ins[0]) + cached_reads(ctx, port=1), sympy.Integer(0)
+
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return (
             2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"), _window(ctx))
@@ -118,6 +134,8 @@ class Softmax(Primitive):
     exp, sum, divide).  With ``causal: 1`` on scores [B, heads, s, c] only the unmasked
     pairs count."""
 
+    needs_whole_last_axis = True
+
     shape_kind = "preserve"
     params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW}
 
@@ -127,6 +145,13 @@ class Softmax(Primitive):
 
     def dimmap(self, ctx: Ctx):
         return keep(0, len(ctx.ins[0]))
+
+    def io(self, ctx: Ctx):
+        """On causal attention scores the softmax runs inside the attention kernel (no
+        traffic); elsewhere (router probabilities) it reads and writes its tensor."""
+        if ctx.flag("causal"):
+            return sympy.Integer(0), sympy.Integer(0)
+        return numel(ctx.ins[0]), numel(ctx.out)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         shape = ctx.ins[0]
@@ -159,6 +184,11 @@ class AttentionApply(Primitive):
 
     def dimmap(self, ctx: Ctx):
         return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), InputDim(1, 3))
+
+    def io(self, ctx: Ctx):
+        """Flash-attention traffic: every cached value of the context read once, the output
+        written; the probabilities come from the score kernel on chip."""
+        return cached_reads(ctx, port=1), numel(ctx.out)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return (

@@ -51,6 +51,18 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Contraction:
+    """How a weighted op meets its main weight, for sharding propagation: output axis →
+    weight axis it comes from, and (input port, input axis, weight axis) triples that are
+    summed over.  ``reduced_weight_axes``: weight axes summed over without an input axis
+    (an embedding gathers rows: a vocab-sharded table gives partial outputs)."""
+
+    out_axes: dict[int, int]
+    contracted: tuple[tuple[int, int, int], ...] = ()
+    reduced_weight_axes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class WeightDecl:
     tensor: str  # 'weight', 'bias', …
     axes: tuple[Axis, ...]
@@ -137,6 +149,24 @@ class Primitive:
         """Copies of this node per occurrence (routed experts: one per expert)."""
         return sympy.Integer(1)
 
+    def contraction(self, ctx: Ctx) -> Contraction | None:
+        """How the output relates to the main weight (None: no weight contraction)."""
+        return None
+
+    def io(self, ctx: Ctx) -> tuple[sympy.Expr, sympy.Expr]:
+        """Activation elements the op reads and writes in memory (weights are counted from
+        the weights table).  Default: every input read once, the output written once; pure
+        views (reshapes that only re-label axes) override to (0, 0)."""
+        return sympy.Add(*(numel(shape) for shape in ctx.ins)), numel(ctx.out)
+
+    # Sharding needs, read by the layouts pass:
+    #   needs_whole_last_axis: the op reduces or normalizes over the last axis of its inputs,
+    #     so a sharded last axis is gathered first;
+    #   partial_passes: the op is linear in its inputs, so a Partial (pending sum) passes
+    #     through; every other op needs its inputs reduced first.
+    needs_whole_last_axis: ClassVar[bool] = False
+    partial_passes: ClassVar[bool] = False
+
     def active_copies(self, ctx: Ctx) -> sympy.Expr:
         """Copies one token uses (routed experts: top_k)."""
         return self.copies(ctx)
@@ -156,6 +186,7 @@ def registry() -> dict[str, type[Primitive]]:
         norms,
         routing,
         shape_ops,
+        sparse,
     )
 
     return _REGISTRY

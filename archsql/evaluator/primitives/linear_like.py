@@ -10,6 +10,7 @@ import sympy
 
 from archsql.evaluator.dimmap import InputDim, NewDim, Singleton, keep
 from archsql.evaluator.primitives.base import (
+    Contraction,
     Ctx,
     Param,
     Primitive,
@@ -22,6 +23,8 @@ from archsql.evaluator.primitives.base import (
 
 class Linear(Primitive):
     """y = x Wᵀ (+ b): ``...k,nk->...n``.  Weight [out, in] as stored by PyTorch."""
+
+    partial_passes = True  # linear in its input
 
     shape_kind = "contract"
     params = {
@@ -42,6 +45,10 @@ class Linear(Primitive):
         if ctx.flag("bias"):
             out.append(WeightDecl("bias", (ctx.dim("out"),)))
         return out
+
+    def contraction(self, ctx: Ctx) -> Contraction:
+        last = len(ctx.ins[0]) - 1
+        return Contraction({last: 0}, ((0, last, 1),))
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         m = leading(ctx.ins[0])
@@ -74,6 +81,8 @@ class AbsorbedLinear(Primitive):
     """A per-head matmul by a slice of another node's weight: [..., heads, in] →
     [..., heads, out] (MLA decode: q_nope · W_UK, latent · W_UV from kv_b_proj).  FLOPs
     2·M·heads·in·out; no weight of its own — the weight is counted where it is declared."""
+
+    partial_passes = True  # linear in its input
 
     shape_kind = "contract"
     params = {
@@ -110,6 +119,9 @@ class Embedding(Primitive):
     def weights(self, ctx: Ctx) -> list[WeightDecl]:
         return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")))]
 
+    def contraction(self, ctx: Ctx) -> Contraction:
+        return Contraction({2: 1}, (), (0,))
+
 
 class LmHead(Primitive):
     """Logits where tokens are sampled: [B, s, d] → [B, positions, vocab].
@@ -119,6 +131,8 @@ class LmHead(Primitive):
     — s = 1 normally, s > 1 when speculative tokens are verified).  ``tied: 1`` reuses the
     embedding matrix (no weight of its own).
     """
+
+    partial_passes = True  # linear in its input
 
     shape_kind = "contract"
     default_role = "lm_head"
@@ -141,6 +155,9 @@ class LmHead(Primitive):
             return []
         return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")))]
 
+    def contraction(self, ctx: Ctx) -> Contraction:
+        return Contraction({2: 0}, ((0, 2, 1),))
+
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * leading(ctx.out) * ctx.e("d_model") * ctx.e("vocab")
 
@@ -152,6 +169,8 @@ class ExpertLinear(Primitive):
     token uses ``top_k`` of them.  Per copy it sees B·s·k/experts tokens (uniform
     routing), so copies × per-copy FLOPs = 2·B·s·k·in·out.
     """
+
+    partial_passes = True  # linear in its input
 
     shape_kind = "contract"
     params = {
@@ -175,6 +194,9 @@ class ExpertLinear(Primitive):
         if ctx.flag("bias"):
             out.append(WeightDecl("bias", (ctx.dim("out"),)))
         return out
+
+    def contraction(self, ctx: Ctx) -> Contraction:
+        return Contraction({3: 0}, ((0, 3, 1),))
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         tokens = leading(ctx.ins[0]) / ctx.e("experts")

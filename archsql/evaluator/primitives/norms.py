@@ -11,6 +11,7 @@ from archsql.evaluator.primitives.base import Ctx, Param, Primitive, WeightDecl,
 class _Norm(Primitive):
     abstract = True
     shape_kind = "preserve"
+    needs_whole_last_axis = True  # normalizes over the last axis
     default_role = "norm"
     flops_per_element: int = 0
 

@@ -20,6 +20,8 @@ class Topk(Primitive):
     """Select the k largest of the last axis (expert logits → routing weights/indices).
     One compare per input element; renormalization of the k weights is included."""
 
+    needs_whole_last_axis = True
+
     shape_kind = "axis_replace"
     params = {"k": Param(doc="selected entries")}
 

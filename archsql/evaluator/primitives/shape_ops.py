@@ -8,8 +8,20 @@ from archsql.evaluator.dimmap import Axis, Flatten, InputDim, NewDim, Split, kee
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, _fmt
 
 
-class ViewSplit(Primitive):
+class _View(Primitive):
+    """A reshape or selection that only re-labels memory: no FLOPs and no traffic of its own
+    (a transpose or concat a kernel must materialize is charged to its consumer)."""
+
+    abstract = True
+
+    def io(self, ctx: Ctx):
+        return sympy.Integer(0), sympy.Integer(0)
+
+
+class ViewSplit(_View):
     """[..., a·b] → [..., a, b]: the last axis split into ``parts`` (outermost first)."""
+
+    partial_passes = True  # a pending sum passes through a reshape
 
     shape_kind = "explicit"
     params = {"parts": Param("dims", doc="sizes of the new axes, outermost first")}
@@ -31,8 +43,10 @@ class ViewSplit(Primitive):
         return (*keep(0, rank, rank - 1), *(Split(0, rank - 1, parts, i) for i in range(len(parts))))
 
 
-class MergeHeads(Primitive):
+class MergeHeads(_View):
     """[..., heads, d] → [..., heads·d]."""
+
+    partial_passes = True  # a pending sum passes through a reshape
 
     shape_kind = "explicit"
 
@@ -45,8 +59,10 @@ class MergeHeads(Primitive):
         return (*keep(0, rank, rank - 2), Flatten(0, (rank - 2, rank - 1)))
 
 
-class Transpose(Primitive):
+class Transpose(_View):
     """Permute axes: output axis i is input axis ``perm[i]``."""
+
+    partial_passes = True  # a pending sum passes through a reshape
 
     shape_kind = "permute"
     params = {"perm": Param("ints", doc="input axis for each output axis")}
@@ -64,9 +80,11 @@ class Transpose(Primitive):
         return tuple(InputDim(0, i) for i in ctx.dims["perm"])
 
 
-class Slice(Primitive):
+class Slice(_View):
     """One part of the last axis split into ``parts``: [..., Σparts] → [..., parts[index]]
     (torch.split(...)[index]).  No FLOPs."""
+
+    partial_passes = True  # a pending sum passes through a reshape
 
     shape_kind = "axis_select"
     params = {
@@ -92,9 +110,11 @@ class Slice(Primitive):
         return (*keep(0, rank, rank - 1), NewDim(ctx.dims["parts"][ctx.dims["index"][0]]))
 
 
-class Concat(Primitive):
+class Concat(_View):
     """Concatenate along the last axis; leading axes must match, where an axis of size 1
     broadcasts (torch.cat after expand, e.g. a rope key shared by all heads).  No FLOPs."""
+
+    partial_passes = True  # a pending sum passes through a reshape
 
     arity = (2, 8)
     shape_kind = "axis_concat"

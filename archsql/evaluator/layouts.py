@@ -1,0 +1,203 @@
+"""propagate_layouts: how every tensor is split across parallel groups, and the
+collectives that keeps it correct.  One pass per phase over a walked Program.
+
+On each parallel group (``attention``, ``ffn``, ``moe_tp``, ``moe_ep`` from the dims
+table's ``shardable_by``, plus ``dp`` for data parallelism over requests) a tensor axis is
+Sharded or Replicated, and a whole tensor may be Partial (its values are pending sums).
+Weights are placed by their ``weight_axes``; activations follow the primitive's DimMap —
+the same object shape inference reads: a copied axis keeps its sharding, a split axis
+puts it on its outermost part, a merged axis carries the outermost sharded part, a new
+axis from a weight takes the weight axis's placement, and a contracted axis sharded on
+both sides makes the output Partial.  Where a consumer cannot take what it is given, a
+collective is inferred: Partial → Replicated is an all-reduce, a sharded axis the op
+needs whole is an all-gather, tokens sent to experts on other devices (dispatch/combine)
+are an all-to-all.  Nobody writes "all-reduce after o_proj": it falls out.
+
+Nothing here depends on degrees: a layout says *which* group splits an axis; the
+deployments table says by how much (degree 1 makes every collective free).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from archsql.evaluator.dimmap import Flatten, InputDim, NewDim, Singleton, Split
+from archsql.evaluator.primitives.base import Ctx, get_primitive
+from archsql.evaluator.walk import NodeResult, Walk
+
+DP = "dp"  # data parallelism over requests (the batch axis of model inputs)
+EP = "moe_ep"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Placement of one tensor: sharded axes (axis → group) and pending-sum groups."""
+
+    sharded: tuple[tuple[int, str], ...] = ()
+    partial: frozenset[str] = frozenset()
+
+    def group_of(self, axis: int) -> str | None:
+        return dict(self.sharded).get(axis)
+
+    def text(self, rank: int) -> str:
+        """``[S(dp), R, S(attention)] + P(sum: attention)``: the round-trippable text form."""
+        groups = dict(self.sharded)
+        body = "[" + ", ".join(f"S({groups[a]})" if a in groups else "R" for a in range(rank)) + "]"
+        return body + (f" P(sum: {', '.join(sorted(self.partial))})" if self.partial else "")
+
+
+REPLICATED = Layout()
+
+
+@dataclass(frozen=True)
+class Collective:
+    kind: str  # all_reduce | all_gather | all_to_all
+    group: str
+    port: int  # which input of the consumer it prepares
+    elements: sympy.Expr  # global elements of the tensor communicated (symbolic)
+
+
+@dataclass
+class NodeLayout:
+    out: Layout
+    weights: dict[str, Layout] = field(default_factory=dict)
+    collectives: list[Collective] = field(default_factory=list)
+    copies_group: str | None = None  # routed experts: their copies are spread over EP
+
+
+def parse_layout(text: str) -> Layout:
+    """Inverse of :meth:`Layout.text`; a malformed text raises ValueError."""
+    body, _, partial = text.partition(" P(sum: ")
+    if not (body.startswith("[") and body.endswith("]")) or (partial and not partial.endswith(")")):
+        raise ValueError(f"not a layout: {text!r} (expected e.g. '[S(dp), R, S(attention)] P(sum: ffn)')")
+    sharded = []
+    for axis, item in enumerate(body[1:-1].split(", ")):
+        if item.startswith("S(") and item.endswith(")") and len(item) > 3:
+            sharded.append((axis, item[2:-1]))
+        elif item != "R":
+            raise ValueError(f"not a placement: {item!r} in {text!r} (expected R or S(group))")
+    groups = frozenset(g.strip() for g in partial.rstrip(")").split(",")) if partial else frozenset()
+    return Layout(tuple(sharded), groups)
+
+
+def _numel(res_shape) -> sympy.Expr:
+    return sympy.Mul(*(a.expr for a in res_shape))
+
+
+def weight_layouts(res: NodeResult) -> dict[str, Layout]:
+    """Weight placements from the node's weight_axes (bias follows the output axis)."""
+    spec = res.node.spec
+    raw = getattr(spec, "weight_axes", None) or []
+    main = tuple(
+        (axis, entry["world"]) for axis, entry in enumerate(raw) if isinstance(entry, dict) and "world" in entry
+    )
+    out = {}
+    for decl in res.weights:
+        if decl.tensor == res.weights[0].tensor:
+            out[decl.tensor] = Layout(main)
+        elif len(decl.axes) == 1 and dict(main).get(0):
+            out[decl.tensor] = Layout(((0, dict(main)[0]),))
+        else:
+            out[decl.tensor] = REPLICATED
+    return out
+
+
+def propagate(walk: Walk) -> dict[str, NodeLayout]:
+    """Layouts of every node output and weight, with the inferred collectives."""
+    program = walk.program
+    results = walk.results
+    layouts: dict[str, NodeLayout] = {}
+    stream_in: dict[str, Layout] = {}
+
+    def layout_of(ref, node) -> Layout:
+        if ref.kind == "input":
+            return Layout(((0, DP),))  # requests are split over data-parallel ranks
+        if ref.kind == "node":
+            return layouts[ref.name].out if ref.name in layouts else REPLICATED
+        st = program.stacks[ref.name]
+        if node.stack == ref.name:
+            return stream_in.setdefault(ref.name, layout_of(st.input, node))
+        return layout_of(st.input, node) if not st.schedule else _residual(layout_of(st.input, node))
+
+    for uid, res in results.items():
+        node = res.node
+        prim = get_primitive(node.op)()
+        ctx = Ctx(res.params, res.ins, uid, out=res.shape, phase=program.phase)
+        ins = [layout_of(ref, node) for ref in node.inputs]
+        collectives: list[Collective] = []
+        weights = weight_layouts(res)
+        contraction = prim.contraction(ctx)
+
+        # 1. pending sums must be reduced unless the op is linear in that input
+        for port, lay in enumerate(ins):
+            if lay.partial and not (prim.partial_passes or (node.op == "add" and _all_partial_alike(ins))):
+                for g in sorted(lay.partial):
+                    collectives.append(Collective("all_reduce", g, port, _numel(res.ins[port])))
+                ins[port] = Layout(lay.sharded)
+        # 2. axes the op reduces over must be whole
+        if prim.needs_whole_last_axis:
+            for port, lay in enumerate(ins):
+                last = len(res.ins[port]) - 1
+                g = lay.group_of(last)
+                if g is not None:
+                    collectives.append(Collective("all_gather", g, port, _numel(res.ins[port])))
+                    ins[port] = Layout(tuple((a, h) for a, h in lay.sharded if a != last), lay.partial)
+        partial = set().union(*(lay.partial for lay in ins)) if ins else set()
+        # 3. contraction with a sharded weight
+        weight_out: dict[int, str] = {}
+        if contraction is not None and res.weights:
+            w = weights[res.weights[0].tensor]
+            for out_axis, w_axis in contraction.out_axes.items():
+                if w.group_of(w_axis):
+                    weight_out[out_axis] = w.group_of(w_axis)
+            for port, in_axis, w_axis in contraction.contracted:
+                g_in, g_w = ins[port].group_of(in_axis), w.group_of(w_axis)
+                if g_w is not None:
+                    partial.add(g_w)  # the local slice of the input meets the local slice of the weight
+                    if g_in is not None and g_in != g_w:
+                        collectives.append(Collective("all_gather", g_in, port, _numel(res.ins[port])))
+                elif g_in is not None:
+                    collectives.append(Collective("all_gather", g_in, port, _numel(res.ins[port])))
+            for w_axis in contraction.reduced_weight_axes:
+                if w.group_of(w_axis):
+                    partial.add(w.group_of(w_axis))
+        # 4. routed experts: tokens travel to the devices holding their experts and back
+        copies_group = None
+        if node.op == "dispatch":
+            collectives.append(Collective("all_to_all", EP, 0, _numel(res.shape)))
+        if node.op == "combine":
+            collectives.append(Collective("all_to_all", EP, 0, _numel(res.ins[0])))
+        if res.copies != 1:
+            copies_group = EP
+        # 5. the output layout through the DimMap
+        sharded = []
+        for out_axis, spec in enumerate(prim.dimmap(ctx)):
+            g = None
+            if isinstance(spec, InputDim):
+                g = ins[spec.port].group_of(spec.axis)
+            elif isinstance(spec, Split):
+                g = ins[spec.port].group_of(spec.axis) if spec.index == 0 else None
+            elif isinstance(spec, Flatten):
+                g = next((ins[spec.port].group_of(a) for a in spec.axes if ins[spec.port].group_of(a)), None)
+            elif isinstance(spec, NewDim | Singleton):
+                g = weight_out.get(out_axis)
+            if node.op == "dispatch" and g == DP:
+                g = None  # experts see every rank's tokens after the all-to-all
+            if g is not None:
+                sharded.append((out_axis, g))
+        if node.op == "combine":  # tokens come back to their own data-parallel rank
+            sharded = [(a, g) for a, g in sharded if a != 0] + [(0, DP)]
+        layouts[uid] = NodeLayout(
+            Layout(tuple(sorted(sharded)), frozenset(partial)), weights, collectives, copies_group
+        )
+    return layouts
+
+
+def _all_partial_alike(ins: list[Layout]) -> bool:
+    return len({lay.partial for lay in ins}) == 1 and bool(ins[0].partial)
+
+
+def _residual(lay: Layout) -> Layout:
+    return Layout(lay.sharded)
