@@ -139,11 +139,17 @@ def build_tables(
                         "symbol": sym,
                     }
                 )
-            quantities = [("flops", res.flops), ("read_elements", res.io[0]), ("write_elements", res.io[1])]
+            quantities = [
+                ("flops", res.flops),
+                ("read_elements", res.io[0]),
+                ("write_elements", res.io[1]),
+                ("cache_read_elements", res.io[2]),
+            ]
             if res.caches:
                 quantities.append(("cache_elements", sum((f.expr() for f in res.caches), sympy.Integer(0))))
             for quantity, expr in quantities:
-                _emit(rows, model_name, phase, uid, quantity, expr, w)
+                if quantity == "flops" or expr != 0:  # zero traffic rows say nothing
+                    _emit(rows, model_name, phase, uid, quantity, expr, w)
             if uid in seen:
                 continue
             seen.add(uid)

@@ -66,7 +66,7 @@ class NodeResult:
     active_copies: sympy.Expr
     caches: list[CacheFact]
     params: dict[str, object]  # the node's bound parameters (Axis / list / ints), as the primitive saw them
-    io: tuple[sympy.Expr, sympy.Expr] = (sympy.Integer(0), sympy.Integer(0))  # activation elements read, written
+    io: tuple[sympy.Expr, ...] = ()  # activation elements read, written; cache elements read
 
 
 @dataclass
@@ -282,7 +282,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             sympy.sympify(prim.active_copies(ctx)),
             caches,
             ctx_dims,
-            tuple(sympy.sympify(e) for e in prim.io(ctx)),
+            tuple(sympy.sympify(e) for e in (*prim.io(ctx), prim.cache_reads(ctx))),
         )
     for ref in program.outputs.values():
         if ref.kind == "stream":

@@ -95,8 +95,9 @@ TABLES: dict[str, pa.Schema] = {
             ("phase", pa.string()),
             ("uid", pa.string()),
             # 'flops' | 'cache_elements' | 'read_elements' / 'write_elements' (activations in
-            # memory; attention reads its caches, a flash kernel keeps scores on chip) |
-            # 'comm_elements' (collective nodes: global elements communicated)
+            # memory; a flash-attention kernel keeps scores on chip) | 'cache_read_elements'
+            # (decode caches a step reads, in the cache dtype) | 'comm_elements' (collective
+            # nodes: global elements communicated)
             ("quantity", pa.string()),
             ("coef", pa.float64()),
             ("e_B", pa.int8()),

@@ -159,6 +159,11 @@ class Primitive:
         views (reshapes that only re-label axes) override to (0, 0)."""
         return sympy.Add(*(numel(shape) for shape in ctx.ins)), numel(ctx.out)
 
+    def cache_reads(self, ctx: Ctx) -> sympy.Expr:
+        """Elements of decode caches (K/V, latents, states) the op reads in one step; they are
+        stored in the deployment's cache dtype, so they are kept apart from activations."""
+        return sympy.Integer(0)
+
     # Sharding needs, read by the layouts pass:
     #   needs_whole_last_axis: the op reduces or normalizes over the last axis of its inputs,
     #     so a sharded last axis is gathered first;
@@ -184,6 +189,7 @@ def registry() -> dict[str, type[Primitive]]:
         elementwise,
         linear_like,
         norms,
+        recurrent,
         routing,
         shape_ops,
         sparse,
