@@ -133,11 +133,14 @@ def query(sql: str, db: str | Path | None = None) -> pa.Table:
     """Run a read-only query against the store; returns an Arrow table."""
     import duckdb
 
+    from archsql.kernel_corpus.storage import allow_corpus_reads
     from archsql.store import connect
 
     check_read_only(sql)
-    con = connect(Path(db) if db else default_db(), read_only=True)
+    path = Path(db) if db else default_db()
+    con = connect(path, read_only=True)
     try:
+        allow_corpus_reads(con, path)  # the kernel_corpus view reads its Parquet partitions, nothing else
         con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
         rel = con.sql(sql)
         return rel.to_arrow_table() if rel is not None else pa.table({})
@@ -183,7 +186,7 @@ def formula(
     """(symbolic, bound) sympy expressions of a model quantity — the expressions the stored
     term rows were made from.  ``bound`` keeps only the runtime symbols B, s, c.  Like the
     views, whole-model flops, active params and caches cover the base model (stacks of role
-    mtp are left out); params count every tensor on disk."""
+    mtp and mtp-role glue are left out); params count every tensor on disk."""
     if quantity not in QUANTITIES:
         from archsql.errors import unknown_name
 
@@ -210,7 +213,7 @@ def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | N
     total = sympy.Integer(0)
     for res in results.values():
         stack = w.program.stacks.get(res.node.stack) if res.node.stack else None
-        in_base_model = stack is None or stack.spec.role != "mtp"
+        in_base_model = (stack is None or stack.spec.role != "mtp") and res.node.role != "mtp"
         if not in_base_model and quantity != "params" and node is None:
             continue  # the base model does not run MTP layers; params count what is on disk
         count, active = node_count(w, res, symbolic=True)

@@ -103,6 +103,15 @@ class StoreError(ArchsqlError, FileNotFoundError):
     """The DuckDB store is missing or was built by an incompatible version."""
 
 
+class GpuTableError(ArchsqlError, ValueError):
+    """The GPU table (archsql/gpus/gpus.csv) has a malformed row or column."""
+
+
+class CorpusError(ArchsqlError, ValueError):
+    """Kernel-corpus input that cannot be imported at all (unreadable file, bad header,
+    unknown source) or a measurement run that cannot start; bad rows are rejected one by one."""
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
     """Return ``"did you mean 'x'?"`` for the closest choice, or None."""
     matches = difflib.get_close_matches(str(name), sorted(set(map(str, choices))), n=1, cutoff=0.6)

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from archsql import __version__
 from archsql.errors import Issue, StoreError, did_you_mean
-from archsql.schema.tables import PARAMETER_TABLES, TABLES
+from archsql.schema.tables import CHECKPOINT_TABLES, PARAMETER_TABLES, TABLES
 from archsql.views import create_views
 
 _K = 1024
@@ -39,10 +39,57 @@ DEFAULT_DTYPES: list[tuple[str, float, str]] = [
     ("fp4", 0.5, "4-bit float (e2m1), block scales not included"),
 ]
 
+
+def _deployment(gpu: str, short: str, gpus: int, tp: int, dp: int, ep: int, moe_tp: int, kv: str = "bf16"):
+    layout = "-".join(f"{k}{v}" for k, v in (("tp", tp), ("dp", dp), ("ep", ep)) if v > 1) or "single"
+    return (
+        f"{gpus}x{short}-{layout}" + ("" if kv == "bf16" else f"-kv{kv}"),
+        gpu,
+        gpus,
+        tp,
+        dp,
+        ep,
+        moe_tp,
+        1,
+        "bf16",
+        "bf16",
+        kv,
+        0.9,
+    )
+
+
+DEFAULT_DEPLOYMENTS = [
+    _deployment("H200 SXM", "H200", 1, 1, 1, 1, 1),
+    *(
+        _deployment(gpu, short, 8, tp, dp, ep, moe_tp)
+        for gpu, short in (("H200 SXM", "H200"), ("B200 (HGX/DGX B200)", "B200"))
+        for tp, dp, ep, moe_tp in ((8, 1, 1, 8), (8, 1, 8, 1), (1, 8, 8, 1))
+    ),
+    _deployment("H200 SXM", "H200", 8, 8, 1, 8, 1, kv="fp8"),
+]
+
+
+def _default_gpus() -> pa.Table:
+    from archsql.gpus import gpus_table
+
+    return gpus_table()
+
+
 _DEFAULTS = {
     "workloads": DEFAULT_WORKLOADS,
     "dtypes": DEFAULT_DTYPES,
+    "gpus": _default_gpus,
+    "deployments": DEFAULT_DEPLOYMENTS,
+    "storage_dtypes": lambda: _quant().storage_dtypes_table(),
+    "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
+
+
+def _quant():
+    from archsql.schema import quant
+
+    return quant
+
 
 _BUILD_HINT = "run `archsql build` to create the store"
 
@@ -69,7 +116,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     con.begin()
     try:
         existing = _table_names(con)
-        _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES}, path)
+        _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES, **CHECKPOINT_TABLES}, path)
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
         for name, table in evaluated.items():
@@ -78,11 +125,18 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
             if name in params:
                 _replace_table(con, name, params[name], exists=name in existing)
             elif name not in existing:
-                default = pa.Table.from_pylist(
-                    [dict(zip(schema.names, row, strict=True)) for row in _DEFAULTS[name]],
-                    schema=schema,
+                rows = _DEFAULTS[name]
+                default = (
+                    rows()
+                    if callable(rows)
+                    else pa.Table.from_pylist(
+                        [dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema
+                    )
                 )
                 _replace_table(con, name, default, exists=False)
+        for name, schema in CHECKPOINT_TABLES.items():  # filled by write_checkpoint
+            if name not in existing:
+                _replace_table(con, name, schema.empty_table(), exists=False)
         _record_meta(con, models)
         create_views(con)
         con.commit()
@@ -91,6 +145,51 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
         raise
     finally:
         con.close()  # after commit or rollback
+
+
+def write_checkpoint(db_path: str | Path, table: pa.Table, *, model: str, profile: str = "native") -> str:
+    """Load one checkpoint's ``checkpoint_tensors`` (``archsql.ingest.read_checkpoint``) into the
+    store and map it to the model (and storage profile) it is reconciled against; rows of the
+    same checkpoint id are replaced.  Returns the checkpoint id."""
+    table = _conform("checkpoint_tensors", CHECKPOINT_TABLES["checkpoint_tensors"], table)
+    ids = table.column("checkpoint").unique().to_pylist()
+    if len(ids) != 1:
+        raise StoreError(f"write_checkpoint takes the tensors of one checkpoint, got {len(ids)} checkpoint ids")
+    checkpoint = ids[0]
+    con = connect(db_path, read_only=False)
+    con.begin()
+    try:
+        known = {r[0] for r in con.execute("select model from models").fetchall()}
+        if model not in known:
+            raise StoreError(
+                f"model '{model}' is not in the store {db_path}",
+                [Issue("build it first: archsql build MODEL", hint=did_you_mean(model, known))],
+            )
+        rows = con.execute("select distinct profile from storage_tensors where model = ?", [model]).fetchall()
+        profiles = {r[0] for r in rows}
+        if profiles and profile not in profiles:
+            raise StoreError(
+                f"model '{model}' has no storage profile '{profile}' in the store",
+                [Issue(f"stored profiles: {', '.join(sorted(profiles))}", hint=did_you_mean(profile, profiles))],
+            )
+        existing = _table_names(con)
+        for name, schema in CHECKPOINT_TABLES.items():
+            if name not in existing:
+                _replace_table(con, name, schema.empty_table(), exists=False)
+        con.execute("delete from checkpoint_tensors where checkpoint = ?", [checkpoint])
+        con.execute("delete from checkpoints where checkpoint = ?", [checkpoint])
+        _insert_arrow(con, "checkpoint_tensors", table, create=False)
+        mapping = pa.Table.from_pylist(
+            [{"checkpoint": checkpoint, "model": model, "profile": profile}], schema=CHECKPOINT_TABLES["checkpoints"]
+        )
+        _insert_arrow(con, "checkpoints", mapping, create=False)
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    finally:
+        con.close()
+    return checkpoint
 
 
 def connect(db_path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:

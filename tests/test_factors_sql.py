@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsql import store
-from archsql.evaluator.factors import factor_value, window_pairs_int
+from archsql.evaluator.factors import chunk_len_int, chunk_pairs_int, factor_value, window_pairs_int
 from archsql.evaluator.terms import evaluate_terms
 from archsql.schema.tables import TABLES
 from archsql.views import create_macros
 
-FACTORS = ("none", "min_c", "ceil_c_div", "window_pairs")
+FACTORS = ("none", "min_c", "ceil_c_div", "window_pairs", "chunk_len", "chunk_pairs")
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +120,12 @@ def test_term_factor_macro_equals_factor_value(con, raw):
         ("ceil_c_div", 4, 1, 1, 1),
         ("ceil_c_div", 1, 1, 5, 5),
         ("window_pairs", 4, 6, 6, 18),  # 1 + 2 + 3 + 4 + 4 + 4
+        ("chunk_len", 4, 1, 4, 4),  # the 4th token closes its chunk: 4 keys
+        ("chunk_len", 4, 1, 5, 1),  # the 5th opens the next chunk: itself only
+        ("chunk_len", 8192, 1, 20_000, 3616),
+        ("chunk_pairs", 4, 6, 6, 13),  # 1 + 2 + 3 + 4 | 1 + 2
+        ("chunk_pairs", 4, 3, 7, 6),  # positions 5, 6, 7: 1 + 2 + 3
+        ("chunk_pairs", 4, 1, 8, 4),  # decode at the end of a chunk
     ],
 )
 def test_term_factor_hand_values(con, factor, arg, s, c, expected):
@@ -205,3 +211,70 @@ def test_views_evaluate_terms_like_evaluate_terms(terms_db, terms, workloads):
         expected = evaluate_terms(term_rows, batch, s, c)
         scale = evaluate_terms([(abs(r[0]), *r[1:]) for r in term_rows], batch, s, c)
         assert abs(got[name] - expected) <= 1e-12 * max(scale, 1.0), (name, got[name], expected)
+
+
+# -- chunk_len / chunk_pairs: chunked local attention (a query sees its own chunk) -----------
+
+
+def brute_chunk_pairs(s: int, c: int, chunk: int) -> int:
+    """Count (query, key) pairs directly: the query at 0-based position q sees the keys k
+    with k // chunk == q // chunk and k <= q (transformers' chunked causal mask)."""
+    return sum(1 for q in range(c - s, c) for k in range(q + 1) if k // chunk == q // chunk)
+
+
+def sql_chunk(con, cases: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    con.execute("create or replace temp table ch_cases (i bigint, s bigint, c bigint, w bigint)")
+    con.executemany("insert into ch_cases values (?, ?, ?, ?)", [(i, *case) for i, case in enumerate(cases)])
+    return con.execute("select chunk_pairs(s, c, w), chunk_len(c, w) from ch_cases order by i").fetchall()
+
+
+# (s, c, chunk): inside one chunk, across boundaries, exactly on them, chunk 1, long prefills
+CHUNK_EDGE_CASES = [
+    (1, 1, 1),
+    (5, 5, 1),  # chunk 1: every query sees itself only
+    (3, 3, 3),  # one full chunk
+    (4, 4, 10),  # inside the first chunk: the plain causal triangle
+    (1, 10, 4),  # decode, 2 keys into the third chunk
+    (1, 8, 4),  # decode at a chunk's end
+    (1, 9, 4),  # decode opening a chunk
+    (6, 10, 4),  # prefix 4 = one chunk; the step fills chunk 2 and opens chunk 3
+    (3, 7, 4),
+    (9, 9, 4),  # two full chunks and one more query
+    (8192, 8192, 8192),
+    (20_000, 20_000, 8192),
+    (1, 131_072, 8192),
+    (4096, 131_072, 8192),
+]
+
+
+@pytest.mark.parametrize(("s", "c", "chunk"), CHUNK_EDGE_CASES)
+def test_chunk_factors_edge_cases(con, s, c, chunk):
+    expected = chunk_pairs_int(s, c, chunk)
+    if c <= 20_000:
+        assert expected == brute_chunk_pairs(s, c, chunk)
+    assert expected == sum(chunk_len_int(j, chunk) for j in range(c - s + 1, c + 1))
+    assert sql_chunk(con, [(s, c, chunk)]) == [(expected, chunk_len_int(c, chunk))]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 40), st.integers(1, 45))
+def test_chunk_pairs_reference_is_the_masked_count(s, prefix, chunk):
+    assert chunk_pairs_int(s, prefix + s, chunk) == brute_chunk_pairs(s, prefix + s, chunk)
+    assert chunk_len_int(prefix + s, chunk) == brute_chunk_pairs(1, prefix + s, chunk)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 4096),  # s
+            st.integers(0, 200_000),  # prefix: c = prefix + s
+            st.integers(1, 16_384),  # chunk
+        ),
+        min_size=1,
+        max_size=64,
+    )
+)
+def test_chunk_macros_equal_reference(con, raw):
+    cases = [(s, prefix + s, chunk) for s, prefix, chunk in raw]
+    assert sql_chunk(con, cases) == [(chunk_pairs_int(*case), chunk_len_int(case[1], case[2])) for case in cases]

@@ -39,12 +39,172 @@ def _config(con, model: str) -> dict:
 
 def _kv_per_token_per_layer(cfg: dict) -> int:
     """Cache elements one token adds to one layer, from the config alone.  MLA
-    (kv_lora_rank set): one compressed latent plus one shared rope key; otherwise K and V
-    of every KV head."""
+    (kv_lora_rank set): one compressed latent plus one shared rope key, plus one DSA index
+    key of index_head_dim when the layer has a lightning indexer (DeepSeek-V3.2, GLM-5);
+    otherwise K (head_dim) and V (v_head_dim when the config sets it, else head_dim) of
+    every KV head."""
     if cfg.get("kv_lora_rank"):
-        return cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    return 2 * cfg["num_key_value_heads"] * head_dim
+        return cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] + cfg.get("index_head_dim", 0)
+    head_dim = cfg.get("head_dim") or cfg.get("attention_head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    return cfg["num_key_value_heads"] * (head_dim + (cfg.get("v_head_dim") or head_dim))
+
+
+ENCODER_MODEL_TYPES = ("bert",)
+
+
+def _layer_kv(cfg: dict) -> list[tuple[int, int | None]]:
+    """(cache elements one token adds, sliding window or None) of every cached layer.  A
+    multimodal config describes its language model under text_config.  Hybrid sliding/full
+    attention (MiMo-V2-Flash hybrid_layer_pattern: 1 = a window of sliding_window keys with
+    swa_num_key_value_heads KV heads, 0 = full attention with num_key_value_heads)."""
+    cfg = cfg.get("text_config") or cfg
+    if cfg.get("model_type") in ENCODER_MODEL_TYPES:  # bidirectional encoders never decode: no cache
+        return []
+    mixers = _mixer_kinds(cfg)
+    if mixers is not None:  # recurrent / hybrid models: only the attention layers keep K and V
+        return [(_kv_per_token_per_layer(cfg), _sliding_window(cfg)) for kind in mixers if kind == "attention"]
+    pattern = cfg.get("hybrid_layer_pattern")
+    if pattern:
+        swa = {**cfg, "num_key_value_heads": cfg["swa_num_key_value_heads"]}
+        return [
+            (_kv_per_token_per_layer(swa), cfg["sliding_window"]) if p == 1 else (_kv_per_token_per_layer(cfg), None)
+            for p in pattern
+        ]
+    caps = _attention_caps(cfg)
+    if caps is not None:  # sliding / chunked / full attention layers of one model
+        return [(_kv_per_token_per_layer(cfg), cap) for cap in caps]
+    return [(_kv_per_token_per_layer(cfg), _sliding_window(cfg))] * _cached_layers(cfg)
+
+
+class Chunk(int):
+    """A chunked layer's cap: attention_chunk_size positions per chunk.  The layer keeps the
+    keys of the latest token's chunk, (c − 1) mod chunk + 1 positions (see _positions)."""
+
+
+def _attention_caps(cfg: dict) -> list[int | None] | None:
+    """Per-layer cap of models whose attention layers differ, as transformers builds
+    config.layer_types: the config's own list (gpt-oss: sliding_attention → sliding_window
+    keys, full_attention → none); Gemma-2 configs without one get the Gemma2Config default,
+    "sliding_attention" where (i + 1) % 2 (even i); Llama-4 text configs get
+    Llama4TextConfig's: no_rope_layers[i] = (i + 1) % no_rope_layer_interval != 0 (interval
+    4 by default), "chunked_attention" on those RoPE layers (a Chunk of
+    attention_chunk_size), "full_attention" on the NoPE ones.  None: every layer alike."""
+    n = cfg["num_hidden_layers"]
+    types = cfg.get("layer_types")
+    if types is None and cfg.get("model_type") == "gemma2":
+        types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    if types is None and cfg.get("model_type") == "llama4_text":
+        interval = cfg.get("no_rope_layer_interval", 4)
+        no_rope = cfg.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
+        types = ["chunked_attention" if r and cfg.get("attention_chunk_size") else "full_attention" for r in no_rope]
+    if types is None or not set(types) <= {"sliding_attention", "full_attention", "chunked_attention"}:
+        return None
+    cap = {"sliding_attention": cfg.get("sliding_window"), "full_attention": None}
+    return [Chunk(cfg["attention_chunk_size"]) if t == "chunked_attention" else cap[t] for t in types]
+
+
+def _positions(cap: int | None, context: int) -> int:
+    """Positions one layer keeps at context c: c (no cap), min(c, window), or for a chunked
+    layer the latest token's chunk, (c − 1) mod chunk + 1 — counted here from the start of
+    that chunk (the last multiple of chunk below c, 0-based positions)."""
+    if cap is None:
+        return context
+    if isinstance(cap, Chunk):
+        return context - max(j for j in range(0, context, cap))  # keys since the chunk's start
+    return min(context, cap)
+
+
+def _mixer_kinds(cfg: dict) -> list[str | None] | None:
+    """Token mixer of every decoder layer of a recurrent or hybrid model, read from the
+    config's per-layer lists as transformers reads them: 'attention', 'gated_deltanet',
+    'mamba2', 'mamba' (Mamba1), or None for a layer with no mixer (Nemotron-H "-" / "E"
+    FFN layers).  None for a model with no recurrent layer."""
+    if "linear_attention" in cfg.get("layer_types", []):  # Qwen3.5 / Qwen3-Next
+        return ["gated_deltanet" if t == "linear_attention" else "attention" for t in cfg["layer_types"]]
+    if "hybrid_override_pattern" in cfg:  # Nemotron-H: M Mamba2, * attention, - MLP, E MoE
+        return [{"M": "mamba2", "*": "attention"}.get(ch) for ch in cfg["hybrid_override_pattern"]]
+    if "attn_layer_period" in cfg:  # Jamba: attention where i % period == offset, Mamba elsewhere
+        period, offset = cfg["attn_layer_period"], cfg["attn_layer_offset"]
+        return ["attention" if i % period == offset else "mamba" for i in range(cfg["num_hidden_layers"])]
+    if cfg.get("model_type") in ("mamba", "falcon_mamba"):
+        return ["mamba"] * cfg["num_hidden_layers"]
+    return None
+
+
+def _mamba1_dims(cfg: dict) -> tuple[int, int, int]:
+    """(inner width, state size, conv kernel) of a Mamba1 mixer: Jamba's mamba_expand ·
+    hidden_size (its intermediate_size is the FFN's); FalconMamba's intermediate_size;
+    MambaConfig's expand · hidden_size."""
+    d = cfg["hidden_size"]
+    inner = cfg["mamba_expand"] * d if "mamba_expand" in cfg else cfg.get("intermediate_size") or cfg["expand"] * d
+    return inner, cfg.get("mamba_d_state") or cfg["state_size"], cfg.get("mamba_d_conv") or cfg["conv_kernel"]
+
+
+def _layer_states(cfg: dict) -> list[int]:
+    """Fixed state elements per request of every recurrent layer: the causal conv keeps its
+    last kernel − 1 inputs of every channel, the scan its matrix state.
+    Gated DeltaNet: conv over q, k, v (2·Hk·dk + Hv·dv channels) + Hv·dk·dv.
+    Mamba2: conv over x, B, C (H·P + 2·G·N channels) + H·P·N.  Mamba1: conv over D channels
+    + D·N."""
+    cfg = cfg.get("text_config") or cfg
+    states = []
+    for kind in _mixer_kinds(cfg) or []:
+        if kind == "gated_deltanet":
+            hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+            dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+            states.append((2 * hk * dk + hv * dv) * (cfg["linear_conv_kernel_dim"] - 1) + hv * dk * dv)
+        elif kind == "mamba2":
+            inner, gn = cfg["mamba_num_heads"] * cfg["mamba_head_dim"], cfg["n_groups"] * cfg["ssm_state_size"]
+            states.append((inner + 2 * gn) * (cfg["conv_kernel"] - 1) + inner * cfg["ssm_state_size"])
+        elif kind == "mamba":
+            inner, n, kernel = _mamba1_dims(cfg)
+            states.append(inner * (kernel - 1) + inner * n)
+    return states
+
+
+def _recurrent_flops_per_token(cfg: dict) -> int:
+    """FLOPs of every recurrent scan for one token, in the recurrent form (see
+    archsql/evaluator/primitives/recurrent.py for the per-element counts):
+    gated delta rule Hv·(7·dk·dv + 2·dv + 10) + Hk·(7·dk + 2); Mamba2 5·H·P·N + 3·H·P + 6·H;
+    Mamba1 8·D·N + 10·D (gated)."""
+    cfg = cfg.get("text_config") or cfg
+    total = 0
+    for kind in _mixer_kinds(cfg) or []:
+        if kind == "gated_deltanet":
+            hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+            dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+            total += hv * (7 * dk * dv + 2 * dv + 10) + hk * (7 * dk + 2)
+        elif kind == "mamba2":
+            h, p, n = cfg["mamba_num_heads"], cfg["mamba_head_dim"], cfg["ssm_state_size"]
+            total += 5 * h * p * n + 3 * h * p + 6 * h
+        elif kind == "mamba":
+            inner, n, _ = _mamba1_dims(cfg)
+            total += 8 * inner * n + 10 * inner
+    return total
+
+
+def _recurrent_vector_params(cfg: dict) -> int:
+    """Parameters of the recurrent mixers that are not matmul weights: the depthwise conv
+    (channels × kernel, + channels with a bias), A_log, D, dt_bias and the gated norm.
+    Gated DeltaNet (conv without bias): 2·Hk·dk + Hv·dv channels, A_log and dt_bias Hv,
+    norm dv.  Mamba2: H·P + 2·G·N channels, A_log, D, dt_bias H each, norm H·P.
+    Mamba1: D channels, A_log D·N, D D."""
+    cfg = cfg.get("text_config") or cfg
+    total = 0
+    for kind in _mixer_kinds(cfg) or []:
+        if kind == "gated_deltanet":
+            hv, dv = cfg["linear_num_value_heads"], cfg["linear_value_head_dim"]
+            channels = 2 * cfg["linear_num_key_heads"] * cfg["linear_key_head_dim"] + hv * dv
+            total += channels * cfg["linear_conv_kernel_dim"] + 2 * hv + dv
+        elif kind == "mamba2":
+            h, inner = cfg["mamba_num_heads"], cfg["mamba_num_heads"] * cfg["mamba_head_dim"]
+            channels = inner + 2 * cfg["n_groups"] * cfg["ssm_state_size"]
+            total += channels * (cfg["conv_kernel"] + int(cfg["use_conv_bias"])) + 3 * h + inner
+        elif kind == "mamba":
+            inner, n, kernel = _mamba1_dims(cfg)
+            bias = cfg["mamba_conv_bias"] if "mamba_conv_bias" in cfg else cfg["use_conv_bias"]
+            total += inner * (kernel + int(bias)) + inner * n + inner
+    return total
 
 
 def _cached_layers(cfg: dict) -> int:
@@ -63,26 +223,27 @@ def _sliding_window(cfg: dict) -> int | None:
 
 @pytest.mark.parametrize("model", catalog())
 def test_kv_per_token_from_config(catalog_db, model):
-    """Below every window each cached layer grows by its per-token elements."""
+    """Below every window each cached layer grows by its per-token elements; each recurrent
+    layer holds its fixed state instead (0 per token)."""
     con = duckdb.connect(str(catalog_db), read_only=True)
-    cfg = _config(con, model)
-    expected = _kv_per_token_per_layer(cfg) * _cached_layers(cfg)
+    layers = _layer_kv(_config(con, model))
+    states = _layer_states(_config(con, model))
     got = con.execute(
         "select elements_per_token, state_elements_per_request, cache_layers from kv_per_token "
         "where model = ? and dtype = 'bf16'",
         [model],
     ).fetchone()
-    assert got == (expected, 0, _cached_layers(cfg))
+    assert got == (sum(elements for elements, _ in layers), sum(states), len(layers) + len(states))
 
 
 @pytest.mark.parametrize("model", catalog())
 def test_kv_per_request_from_config(catalog_db, model):
     """At every stored workload one request holds min(c, window) positions per layer (c
-    without a window), in bf16 bytes; a decode step reads exactly that."""
+    without a window) plus every recurrent layer's fixed state, in bf16 bytes; a decode
+    step reads exactly that."""
     con = duckdb.connect(str(catalog_db), read_only=True)
-    cfg = _config(con, model)
-    per_position = _kv_per_token_per_layer(cfg) * _cached_layers(cfg) * 2
-    window = _sliding_window(cfg)
+    layers = _layer_kv(_config(con, model))
+    state = 2 * sum(_layer_states(_config(con, model)))
     got = con.execute(
         "select r.workload, r.phase, r.context, r.bytes_per_request, d.bytes_read_per_request "
         "from kv_per_request as r left join decode_cache_reads as d using (model, workload, dtype) "
@@ -91,7 +252,7 @@ def test_kv_per_request_from_config(catalog_db, model):
     ).fetchall()
     assert len(got) == 13
     for workload, phase, context, per_request, read in got:
-        expected = per_position * (min(context, window) if window else context)
+        expected = state + sum(2 * elements * _positions(window, context) for elements, window in layers)
         assert per_request == expected, workload
         assert read == (expected if phase == "decode" else None), workload
 
@@ -101,8 +262,9 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
     """Independent check of the FLOP terms against the parameter counts (themselves checked
     against transformers' inventories): one decode token at c = 1 costs 2 FLOPs per active
     matmul weight, plus elementwise work (norms, activations, rope, residuals) that adds
-    well under 1%.  The embedding table is a gather (no FLOPs); lm_head is a matmul even
-    when tied."""
+    well under 1%, plus the recurrent scans of linear-attention / SSM layers, which are not
+    matmuls with weights (derived from the config: _recurrent_flops_per_token).  The
+    embedding table is a gather (no FLOPs); lm_head is a matmul even when tied."""
     con = duckdb.connect(str(catalog_db), read_only=True)
     active, embedding = con.execute(
         "select s.active_params, r.params from model_summary s join params_by_role r using (model) "
@@ -116,9 +278,11 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
     lm_head = con.execute(
         "select coalesce(sum(params), 0) from params_by_role where model = ? and role = 'lm_head'", [model]
     ).fetchone()[0]
-    matmul_params = active - embedding - lm_head + d_model * vocab
+    (heads,) = con.execute("select count(*) from nodes where model = ? and op = 'lm_head'", [model]).fetchone()
+    lm_head_matmul = d_model * vocab if heads else 0  # an encoder (BERT) has no lm_head
+    matmul_params = active - embedding - lm_head + lm_head_matmul - _recurrent_vector_params(_config(con, model))
     _, bound = formula(model, "flops", "decode")
-    flops = float(bound.xreplace({B: 1, S: 1, C: 1}))
+    flops = float(bound.xreplace({B: 1, S: 1, C: 1})) - _recurrent_flops_per_token(_config(con, model))
     assert 1.0 < flops / (2 * matmul_params) < 1.01
 
 

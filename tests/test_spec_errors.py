@@ -205,7 +205,7 @@ def test_unknown_node_role_in_model_graph(specs):
 
 
 def test_unknown_slot_role(specs):
-    text = edit(BLOCK, "slots: { attention: attention,", "slots: { attention: attn,")
+    text = edit(BLOCK, "slots: { attention: [attention,", "slots: { attention: [attn,")
     comp = specs.component("pre_norm_block", text)
     exc = specs.reject(specs.model(LLAMA))
     located(exc, comp, line_of(text, "slots:"), "$.slots")

@@ -162,7 +162,7 @@ def toy_tables() -> dict[str, pa.Table]:
         "weights": _table(
             "weights",
             [
-                (m, uid, tensor, f"{n[2]}.{tensor}", shape, prod(shape))
+                (m, uid, tensor, f"{n[2]}.{tensor}", shape, prod(shape), n[3] != "embedding")
                 for uid, n in nodes.items()
                 for tensor, shape in n[6]
             ],
@@ -236,6 +236,7 @@ def llama_kv_tables() -> dict[str, pa.Table]:
                     f"model.layers.{{layer}}.self_attn.{uid}.weight",
                     [1024, 4096],
                     4194304,
+                    True,
                 )
                 for uid, _ in kv
             ],
@@ -701,7 +702,7 @@ def test_sidecar_checked(tmp_path):
 
 
 def test_macros_defined_once_and_created_in_order():
-    assert [f.name for f in macro_files()] == ["window_pairs", "term_factor"]
+    assert [f.name for f in macro_files()] == ["window_pairs", "chunk_len", "chunk_pairs", "term_factor"]
     # the term-evaluation expression is written in exactly one view
     evaluating = sorted(f.name for f in view_files() if "term_factor(" in f.sql or "power(" in f.sql)
     assert evaluating == ["int_workload_terms"]

@@ -75,7 +75,13 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         tables = build_tables(spec.name, spec, str(config_path(spec, library.configs_dir)), dims, walks, library)
     except (ValueError, TypeError, ArithmeticError) as exc:  # pragma: no cover - engine bug guard
         raise EvaluationError(f"{spec.file}: cannot evaluate model '{spec.name}': {exc}") from exc
-    return Analysis(spec.name, dims, walks, tables)
+    analysis = Analysis(spec.name, dims, walks, tables)
+    # bind_storage: how each weight is stored (quant_context, config quantization); its rule
+    # problems are the packing guard's (archsql.validate), so only the table is kept here
+    from archsql.evaluator.storage import bind_storage
+
+    tables["storage_tensors"] = bind_storage(analysis, library, config=config).table
+    return analysis
 
 
 def _check_unused_dims(col, spec, programs, library) -> None:

@@ -159,18 +159,20 @@ def build_tables(
             )
             for decl in res.weights:
                 shape = [int(a.value) for a in decl.axes]
-                name = f"{node.path}.{decl.tensor}"
-                if res.copies != 1:
+                tensor = node.tensor_rename.get(decl.tensor, decl.tensor)  # slot fill rename: {sinks: …}
+                name = node.path + (f".{tensor}" if decl.suffix is None else decl.suffix)
+                if res.copies != 1 and not decl.stacked:
                     parts = name.rsplit(".", 2)
                     name = name if "{expert}" in name else f"{parts[0]}.{{expert}}.{parts[1]}.{parts[2]}"
                 rows["weights"].append(
                     {
                         "model": model_name,
                         "uid": uid,
-                        "tensor": decl.tensor,
+                        "tensor": tensor,
                         "name": name,
                         "shape": shape,
                         "elements": int(sympy.Mul(*shape)),
+                        "streamed": decl.streamed,
                     }
                 )
             for fact in res.caches:
@@ -182,7 +184,8 @@ def build_tables(
                         "kind": fact.kind,
                         "growth": fact.growth,
                         "elements": int(fact.elements.value),
-                        "window": int(fact.window.value) if fact.window else None,
+                        # growth chunk: the chunk length (the span that bounds the cache)
+                        "window": int((fact.window or fact.chunk).value) if (fact.window or fact.chunk) else None,
                         "ratio": int(fact.ratio.value) if fact.ratio else None,
                     }
                 )

@@ -4,11 +4,15 @@ Slots are filled with components (the decode phase swaps in a component's
 ``decode_variant``), nodes get uids (declaration path: ``stack/template/slot.node``) and
 checkpoint-style paths (``model.layers.{layer}.self_attn.q_proj``), inputs become
 references to producer uids, model inputs or a stack's carried stream.  Each block
-template is expanded once; the schedule says how many layers use it.
+template is expanded once; the schedule says how many layers use it.  A template's
+``dims:`` overrides (``{n_kv_heads: n_kv_heads_swa, window: 0}``) are substituted into the
+dim expressions of its nodes and cache declarations as it is expanded, so per-layer-type
+sizes stay distinct dims and every symbolic formula stays unambiguous.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +20,7 @@ import sympy
 
 from archsql.errors import Issue, did_you_mean, unknown_name
 from archsql.schema.checks import Collector, type_name
-from archsql.schema.expr import ExprSyntaxError, parse_dim_expr
+from archsql.schema.expr import ExprSyntaxError, parse_dim_expr, substitute_dims
 from archsql.schema.spec import CacheEntry, ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, Where
 from archsql.schema.validate import _add, check_graph, dim_symbols
 from archsql.schema.yamlsrc import LocList
@@ -47,6 +51,9 @@ class IRNode:
     template: str | None = None
     cache: list[tuple[str, CacheEntry]] = field(default_factory=list)  # (family, declaration)
     spec: NodeSpec | None = None  # the declaration this node was expanded from
+    # checkpoint names of the node's tensors when they differ from the primitive's (the slot
+    # fill's rename:, which maps path segments and tensor names alike)
+    tensor_rename: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,6 +98,8 @@ class _Expander:
         self.scheduled: set[str] = set()  # templates named by any stack's schedule
         self.nodes: list[IRNode] = []
         self.symbols = dim_symbols(library.dims)
+        self.subst: dict[str, str] = {}  # the template being expanded: dim -> expression it reads
+        self.subst_used: set[str] = set()
 
     # -- components -------------------------------------------------------------------
     def component(self, fill: SlotFill) -> ComponentSpec | None:
@@ -141,9 +150,10 @@ class _Expander:
             inputs = [scope[r] for r in node.inputs if r in scope]
             if len(inputs) != len(node.inputs):
                 continue  # reported by the component check
-            local = _rename(node.path or node.name, rename)
+            local = _rename(_first_path(node.path, node.name), rename)
             uid = f"{uid_prefix}{name}"
-            path = f"{path_prefix}{local}"
+            # path: "" puts the node's tensors on the component's own module (Mamba's A_log, D)
+            path = f"{path_prefix}{local}" if local else path_prefix.rstrip(".")
             if node.slot is not None:
                 fill = fills.get(node.slot)
                 if fill is None:
@@ -199,17 +209,73 @@ class _Expander:
                     role,
                     comp.name,
                     inputs,
-                    node.dims,
+                    self.substituted(node.dims),
                     node.dims_where,
                     node.where,
                     stack,
                     template,
-                    cache_of.get(name, []),
+                    [(family, self.substituted_cache(entry)) for family, entry in cache_of.get(name, [])],
                     node,
+                    rename,
                 )
             )
             scope[name] = Ref("node", uid)
         return {o: scope[o] for o in comp.outputs if o in scope}
+
+    # -- per-template dims ------------------------------------------------------------
+    def substituted(self, dims: dict[str, Any]) -> dict[str, Any]:
+        """A node's dims as its template reads them (``templates.<t>.dims`` overrides)."""
+        if not self.subst:
+            return dims
+        out = {}
+        for key, raw in dims.items():
+            out[key], names = substitute_dims(raw, self.subst)
+            self.subst_used |= names
+        return out
+
+    def substituted_cache(self, entry: CacheEntry) -> CacheEntry:
+        if not self.subst:
+            return entry
+        window, used_w = substitute_dims(entry.window, self.subst)
+        ratio, used_r = substitute_dims(entry.ratio, self.subst)
+        chunk, used_c = substitute_dims(entry.chunk, self.subst)
+        self.subst_used |= used_w | used_r | used_c
+        return dataclasses.replace(entry, window=window, ratio=ratio, chunk=chunk)
+
+    def template_overrides(self, template: str) -> dict[str, str]:
+        """The template's dim overrides, checked like model dims: known dims, values dim
+        expressions over known dims."""
+        raw = self.model.template_dims.get(template, {})
+        where = self.model.template_dims_where.get(template, {})
+        out: dict[str, str] = {}
+        for dim, value in raw.items():
+            if dim not in self.library.dims:
+                message, hint = unknown_name("dim", str(dim), self.library.dims)
+                _add(self.col, where[dim], message, hint=f"{hint} (new dims are declared in archsql/specs/dims.yaml)")
+                continue
+            try:
+                parse_dim_expr(value, self.symbols)
+            except ExprSyntaxError as exc:
+                _add(
+                    self.col,
+                    where[dim],
+                    f"template '{template}' dims.{dim}: {exc}",
+                    expected="a dim expression over declared dims (bind new dims under the model's dims:)",
+                    got=type_name(value),
+                )
+                continue
+            out[dim] = value
+        return out
+
+    def check_overrides_used(self, template: str) -> None:
+        for dim in self.model.template_dims.get(template, {}):
+            if dim in self.subst and dim not in self.subst_used:
+                _add(
+                    self.col,
+                    self.model.template_dims_where[template][dim],
+                    f"template '{template}' overrides dim '{dim}', which none of its nodes uses",
+                    hint="remove the override, or check the template's components",
+                )
 
     # -- the model --------------------------------------------------------------------
     def run(self) -> Program:
@@ -331,6 +397,7 @@ class _Expander:
             comp = self.component(block)
             if comp is None:
                 continue
+            self.subst, self.subst_used = self.template_overrides(template), set()
             outs = self.expand_component(
                 comp,
                 f"{spec.name}/{template}/",
@@ -342,6 +409,8 @@ class _Expander:
                 template,
                 block.where,
             )
+            self.check_overrides_used(template)
+            self.subst = {}
             if len(comp.outputs) == 1 and comp.outputs[0] in outs:
                 outputs[template] = outs[comp.outputs[0]]
         first = self.bound_int(str(spec.first_layer))
@@ -367,7 +436,9 @@ class _Expander:
 
     def schedule_from_config(self, spec: StackSpec, raw: dict, layers: int, where: Where) -> list[str] | None:
         """``{from: config.<per-layer list or pattern string>, map: {value: template}}``: one
-        template per listed value; every value the config lists must be mapped."""
+        template per listed value; every value the config lists must be mapped.  ``from:`` may
+        list several per-layer lists (e.g. attention type and dense/MoE); a layer's value is
+        then its values joined by ',' (``map: {"0,1": full_moe}``)."""
         from archsql.schema.expr import eval_binding
 
         keys = set(raw)
@@ -375,42 +446,48 @@ class _Expander:
             _add(
                 self.col,
                 where,
-                "a schedule from the config is {from: config.<list>, map: {value: template}}",
+                "a schedule from the config is {from: config.<list> (or a list of them), map: {value: template}}",
                 got=", ".join(sorted(map(str, keys))),
             )
             return None
-        try:
-            values = eval_binding(raw["from"], self.config) if str(raw["from"]).startswith("config.") else None
-        except KeyError as exc:
-            key, hint = exc.args
-            _add(self.col, where, f"config key '{key}' is missing", hint=hint)
-            return None
-        if isinstance(values, str):
-            values = list(values)
-        if not isinstance(values, list):
-            _add(
-                self.col,
-                where,
-                "schedule 'from:' must name a per-layer list (or pattern string) of the config",
-                got=type_name(values),
-            )
-            return None
-        if len(values) != layers:
-            _add(
-                self.col,
-                where,
-                f"{raw['from']} lists {len(values)} layers, the stack repeats {layers}",
-                expected=str(layers),
-                got=str(len(values)),
-            )
-            return None
+        sources = raw["from"] if isinstance(raw["from"], list) else [raw["from"]]
+        label = " × ".join(map(str, sources))
+        columns = []
+        for source in sources:
+            try:
+                values = eval_binding(source, self.config) if str(source).startswith("config.") else None
+            except KeyError as exc:
+                key, hint = exc.args
+                _add(self.col, where, f"config key '{key}' is missing", hint=hint)
+                return None
+            if isinstance(values, str):
+                values = list(values)
+            if not isinstance(values, list):
+                _add(
+                    self.col,
+                    where,
+                    "schedule 'from:' must name a per-layer list (or pattern string) of the config",
+                    got=type_name(values),
+                )
+                return None
+            if len(values) != layers:
+                _add(
+                    self.col,
+                    where,
+                    f"{source} lists {len(values)} layers, the stack repeats {layers}",
+                    expected=str(layers),
+                    got=str(len(values)),
+                )
+                return None
+            columns.append(values)
+        values = [",".join(str(v) for v in row) for row in zip(*columns, strict=True)]
         mapping = {str(k): v for k, v in raw["map"].items()}
         missing = sorted({str(v) for v in values} - set(mapping))
         if missing:
             _add(
                 self.col,
                 where,
-                f"schedule does not cover config value(s) {', '.join(map(repr, missing))} of {raw['from']}",
+                f"schedule does not cover config value(s) {', '.join(map(repr, missing))} of {label}",
                 hint="map every value the config lists to a template: "
                 + ", ".join(f"{m!r}: <template>" for m in missing),
             )
@@ -440,7 +517,8 @@ class _Expander:
             )
             return None
         ok = True
-        for i, entry in enumerate(entries):
+        # `layers: rest` takes every layer no other entry names (so it is filled last)
+        for i, entry in sorted(enumerate(entries), key=lambda e: _is_rest(e[1])):
             p = f"{where.path}[{i}]" if not isinstance(raw, str) else where.path
             line, column = raw.item_pos(i) if isinstance(raw, LocList) else (where.line, where.column)
             at = Where(getattr(raw, "file", None) or where.file, line, column, p)
@@ -460,13 +538,16 @@ class _Expander:
                 _add(self.col, at, message, hint=hint)
                 ok = False
                 continue
-            idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers, self.bound_int)
+            if _is_rest(entry):
+                idx = [layer for layer, t in enumerate(result) if t is None]
+            else:
+                idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers, self.bound_int)
             if idx is None:
                 _add(
                     self.col,
                     Where(at.file, at.line, at.column, f"{p}.layers"),
-                    "layers must be a list of layer indices or a slice 'a:b'",
-                    expected="[i, …] or 'a:b'",
+                    "layers must be a list of layer indices, a slice 'a:b' or 'rest'",
+                    expected="[i, …], 'a:b[:step]' or 'rest' (every layer no other entry names)",
                     got=type_name(entry.get("layers")),
                 )
                 ok = False
@@ -514,6 +595,10 @@ def _templates_named(raw: Any) -> set[str]:
     if isinstance(raw, list):
         return {str(e.get("template")) for e in raw if isinstance(e, dict)}
     return set()
+
+
+def _is_rest(entry: Any) -> bool:
+    return isinstance(entry, dict) and entry.get("layers") == "rest"
 
 
 def _layer_indices(raw: Any, layers: int, bound_int) -> list[int] | None:

@@ -40,7 +40,8 @@ def to_terms(expr: sympy.Expr) -> list[Term]:
         named = classify(atom)
         if named is None:
             raise EvaluationError(
-                f"'{atom}' in {expr} is not a named factor (min(c, window), ceil(c / ratio), window_pairs)"
+                f"'{atom}' in {expr} is not a named factor "
+                "(min(c, window), ceil(c / ratio), window_pairs, chunk_len, chunk_pairs)"
             )
         sym = sympy.Symbol(f"_factor{len(placeholders)}")
         placeholders[sym] = named
@@ -95,6 +96,12 @@ class DuckDBPrinter(StrPrinter):
 
     def _print_window_pairs(self, expr):
         return "window_pairs(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_chunk_len(self, expr):  # integer arithmetic (mod): BIGINT arguments
+        return "chunk_len(" + ", ".join(f"({self._print(a)})::BIGINT" for a in expr.args) + ")"
+
+    def _print_chunk_pairs(self, expr):
+        return "chunk_pairs(" + ", ".join(f"({self._print(a)})::BIGINT" for a in expr.args) + ")"
 
 
 _SQL = DuckDBPrinter({"order": "grlex"})

@@ -15,13 +15,15 @@ import sympy
 from archsql.errors import Issue
 from archsql.evaluator.dimmap import Axis
 from archsql.evaluator.expand import IRNode, Program, Ref
+from archsql.evaluator.factors import chunk_len
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, WeightDecl, get_primitive
 from archsql.schema.checks import Collector
 from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
 from archsql.schema.validate import _add, dim_symbols
 from archsql.schema.weight_axes import check_weight_axes
 
-MODEL_INPUT_SHAPES = {"input_ids": ("B", "s")}
+# token ids, and the per-token position / segment ids an encoder embeds (BERT)
+MODEL_INPUT_SHAPES = {"input_ids": ("B", "s"), "position_ids": ("B", "s"), "token_type_ids": ("B", "s")}
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,11 @@ class CacheFact:
 
     family: str
     kind: str
-    growth: str  # per_token | window | compressed | state
+    growth: str  # per_token | window | compressed | state | chunk
     elements: Axis  # per cached position (state: per request)
     window: Axis | None
     ratio: Axis | None
+    chunk: Axis | None = None  # growth chunk: positions per attention chunk
 
     def positions(self, symbolic: bool = True) -> sympy.Expr:
         """Cached positions per request at context c (1 for a state)."""
@@ -44,6 +47,8 @@ class CacheFact:
             return C if self.window.value == 0 else sympy.Min(C, pick(self.window))
         if self.growth == "compressed":
             return sympy.ceiling(C / pick(self.ratio))
+        if self.growth == "chunk":  # the latest token's chunk; a chunk of 0 keeps every position
+            return C if self.chunk.value == 0 else chunk_len(C, pick(self.chunk))
         return sympy.Integer(1)
 
     def expr(self) -> sympy.Expr:
@@ -115,9 +120,13 @@ def _cache_fact(family: str, entry, node: IRNode, shape: list[Axis], axis_of, co
     )
     window = axis_of(entry.window, entry.where) if entry.window is not None else None
     ratio = axis_of(entry.ratio, entry.where) if entry.ratio is not None else None
+    raw_chunk = getattr(entry, "chunk", None)
+    chunk = axis_of(raw_chunk, entry.where) if raw_chunk is not None else None
     if (entry.window is not None and window is None) or (entry.ratio is not None and ratio is None):
         return None
-    return CacheFact(family, entry.kind, entry.growth, elements, window, ratio)
+    if raw_chunk is not None and chunk is None:
+        return None
+    return CacheFact(family, entry.kind, entry.growth, elements, window, ratio, chunk)
 
 
 def _check_windowed_caches(results: dict[str, NodeResult], col: Collector) -> None:
@@ -149,6 +158,45 @@ def _check_windowed_caches(results: dict[str, NodeResult], col: Collector) -> No
                         hint="write growth: window, window: <the same dim as the attention's window>",
                     )
                 )
+
+
+def _check_chunked_caches(results: dict[str, NodeResult], col: Collector) -> None:
+    """Axiom: chunked attention reads only the latest token's chunk; its K/V caches must be
+    declared with the chunk law and the same chunk (a config attention_chunk_size without a
+    chunked cache is wrong), and a chunk cache needs chunked attention."""
+    chunks: dict[str, set] = {}
+    for uid, res in results.items():
+        chunk = res.params.get("chunk")
+        if res.node.op == "attention_score" and chunk is not None and chunk.value != 0:
+            chunks.setdefault(uid.rsplit(".", 1)[0], set()).add(chunk.value)
+    for uid, res in results.items():
+        scope = uid.rsplit(".", 1)[0]
+        for fact in res.caches:
+            if fact.kind not in ("key", "value"):
+                continue
+            chunked = fact.growth == "chunk" and fact.chunk is not None and fact.chunk.value != 0
+            if scope not in chunks and not chunked:
+                continue
+            if scope in chunks and chunked and fact.chunk.value in chunks[scope]:
+                continue
+            entry = next(e for _, e in res.node.cache if e.kind == fact.kind)
+            want = sorted(chunks.get(scope, {0}))[0]
+            col.issues.append(
+                Issue(
+                    f"attention in '{scope}' attends chunks of {want} positions, "
+                    f"but its {fact.kind} cache '{entry.node}' is declared with "
+                    + (f"growth {fact.growth}" if not chunked else f"chunk {fact.chunk.value}"),
+                    file=entry.where.file,
+                    line=entry.where.line,
+                    column=entry.where.column,
+                    path=entry.where.path,
+                    expected=f"growth: chunk with the attention's chunk ({want})"
+                    if want
+                    else "no chunk law (the attention is not chunked)",
+                    got=f"growth: {fact.growth}" + (f", chunk {fact.chunk.value}" if fact.chunk else ""),
+                    hint="write growth: chunk, chunk: <the same dim as the attention's chunk>",
+                )
+            )
 
 
 def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Walk:
@@ -288,6 +336,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
         if ref.kind == "stream":
             _stack_output(ref.name)
     _check_windowed_caches(results, col)
+    _check_chunked_caches(results, col)
     if unbound:
         model = program.model
         for dim, paths in sorted(unbound.items()):

@@ -1,6 +1,25 @@
-"""The GPU table (memory, bandwidth, peak rates per dtype, links).
+"""The GPU table: vendor figures with their sources and the flags where sources disagree.
 
-Its source, ``shared/data/gpus.csv`` with per-row sources and disagreement flags, becomes
-the ``gpus`` parameter table with the deployment/speed-of-light work (issue: deployments).
-Nothing in the store reads GPUs yet.
+``gpus.csv`` (copied from the project's shared facts, see SOURCES.md) becomes the ``gpus``
+parameter table of the store; adding a GPU is one row.  Deployments and kernel-corpus rows
+name a ``gpu``; the view ``int_gpu_specs`` turns the published units into per-second peaks
+per dtype.  Loading and checking the CSV is :mod:`archsql.gpus.table` (schema documented
+there).
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from archsql.errors import GpuTableError
+from archsql.gpus.table import GPUS_CSV, gpu_schema, load_gpus
+
+
+def gpus_table(path: Path = GPUS_CSV) -> pa.Table:
+    """The GPU table with the store's ``gpus`` schema (:func:`load_gpus`)."""
+    return load_gpus(path)
+
+
+__all__ = ["GPUS_CSV", "GpuTableError", "gpu_schema", "gpus_table", "load_gpus"]

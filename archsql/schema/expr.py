@@ -212,3 +212,31 @@ def _num(value: Any) -> int | float:
     if isinstance(value, int | float):
         return value
     raise ExprSyntaxError(f"expected a number, got {type(value).__name__} {value!r}")
+
+
+def substitute_dims(text: Any, mapping: Mapping[str, Any]) -> tuple[Any, set[str]]:
+    """``text`` (a dim expression, a number, or a list of them) with every dim named in
+    ``mapping`` replaced by its expression; also the names replaced.  Used for per-template
+    dim overrides: ``"n_kv_heads * d_head"`` with ``{n_kv_heads: n_kv_heads_swa}`` reads
+    ``"n_kv_heads_swa * d_head"``.  Anything that does not parse is returned unchanged (the
+    parser reports it where it is used)."""
+    if isinstance(text, list):
+        items = [substitute_dims(t, mapping) for t in text]
+        return [t for t, _ in items], set().union(*(names for _, names in items))
+    if not isinstance(text, str) or not mapping:
+        return text, set()
+    try:
+        tree = _parse(text)
+        names = expr_names(text) & set(mapping)
+    except ExprSyntaxError:
+        return text, set()
+    if not names:
+        return text, set()
+
+    class _Subst(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in names:
+                return _parse(str(mapping[node.id]))
+            return node
+
+    return ast.unparse(_Subst().visit(tree)), names

@@ -30,17 +30,21 @@ MODEL_KEYS = (
     "inputs",
     "graph",
     "outputs",
+    "quant_context",  # storage formats: archsql.schema.quant (parsed by the storage pass)
+    "buffers",  # non-parameter tensors saved in the checkpoint: archsql.schema.quant.parse_buffers
 )
 STACK_KEYS = ("repeat", "path", "streams", "schedule", "role", "first_layer")
 STACK_ROLES = ("decoder", "mtp")
 STREAM_KEYS = ("carries",)
 SLOT_FILL_KEYS = ("component", "path", "rename")
+TEMPLATE_DIMS_KEY = "dims"  # under templates.<t>: per-template dim overrides (not a slot)
 CACHE_KEYS = ("family", "entries")
-CACHE_ENTRY_KEYS = ("node", "kind", "growth", "window", "ratio")
+CACHE_ENTRY_KEYS = ("node", "kind", "growth", "window", "ratio", "chunk")
 # per_token: grows with context c; window: capped at min(c, window); compressed: one entry
-# per `ratio` positions, ceil(c / ratio); state: fixed size per request (recurrent state)
-CACHE_GROWTHS = ("per_token", "window", "compressed", "state")
-CACHE_GROWTH_PARAM = {"window": "window", "compressed": "ratio"}
+# per `ratio` positions, ceil(c / ratio); state: fixed size per request (recurrent state);
+# chunk: chunked local attention keeps the latest token's chunk, (c - 1) mod chunk + 1
+CACHE_GROWTHS = ("per_token", "window", "compressed", "state", "chunk")
+CACHE_GROWTH_PARAM = {"window": "window", "compressed": "ratio", "chunk": "chunk"}
 DIMS_ENTRY_KEYS = ("kind", "shardable_by", "doc")
 DIM_KINDS = (
     "hidden",
@@ -103,6 +107,7 @@ class CacheEntry:
     where: Where
     window: Any = None  # dim expression, growth 'window'
     ratio: Any = None  # dim expression, growth 'compressed'
+    chunk: Any = None  # dim expression, growth 'chunk'
 
 
 @dataclass
@@ -159,6 +164,11 @@ class ModelSpec:
     outputs: list[str]
     doc: str = ""
     where: dict[str, Where] = field(default_factory=dict)
+    # per template: dim -> dim expression its nodes read instead (``templates.<t>.dims``)
+    template_dims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    template_dims_where: dict[str, dict[str, Where]] = field(default_factory=dict)
+    quant_context: Any = None  # raw mapping (positions kept); archsql.schema.quant.parse_quant_context
+    buffers: Any = None  # raw mapping; archsql.schema.quant.parse_buffers
 
 
 # --------------------------------------------------------------------------- helpers
@@ -414,6 +424,7 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
                             _where(str(path), entry, None, p),
                             entry.get("window"),
                             entry.get("ratio"),
+                            entry.get("chunk"),
                         )
                     )
     return spec, col
@@ -442,6 +453,26 @@ def _slot_fill(col: Collector, obj: Any, key: str, path: str) -> SlotFill | None
             rename = {}
         return SlotFill(str(raw.get("component")), raw.get("path"), {str(k): str(v) for k, v in rename.items()}, where)
     return None
+
+
+def _template_dims(col: Collector, raw: Any, tname: str, tpath: str, out: dict, out_where: dict) -> None:
+    """``templates.<t>.dims: {dim: dim expression}``: the template's nodes read ``dim`` as the
+    expression (a per-layer-type size, e.g. the sliding-window layers' KV heads).  Checked
+    against the dims table when the template is expanded."""
+    dims = raw[TEMPLATE_DIMS_KEY]
+    if not isinstance(dims, dict) or not dims:
+        col.add(
+            raw,
+            TEMPLATE_DIMS_KEY,
+            f"{tpath}.dims",
+            "template dims map a dim to the dim expression this template's nodes read instead",
+            expected="non-empty mapping, e.g. {n_kv_heads: n_kv_heads_swa, window: 0}",
+            got=type_name(dims),
+            value=True,
+        )
+        return
+    out[tname] = dict(dims)
+    out_where[tname] = {k: _where(col.file, dims, k, f"{tpath}.dims.{k}") for k in dims}
 
 
 def _merge(base: LocDict, child: LocDict) -> LocDict:
@@ -535,6 +566,8 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         )
     templates: dict[str, dict[str, SlotFill]] = {}
     templates_where: dict[str, Where] = {}
+    template_dims: dict[str, dict[str, Any]] = {}
+    template_dims_where: dict[str, dict[str, Where]] = {}
     raw_templates = data.get("templates")
     if isinstance(raw_templates, dict) and raw_templates:
         for tname, raw in raw_templates.items():
@@ -554,6 +587,9 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
                 continue
             fills = {}
             for slot in raw:
+                if slot == TEMPLATE_DIMS_KEY:
+                    _template_dims(col, raw, tname, tpath, template_dims, template_dims_where)
+                    continue
                 fill = _slot_fill(col, raw, slot, f"{tpath}.{slot}")
                 if fill:
                     fills[slot] = fill
@@ -628,6 +664,10 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         components=components,
         templates=templates,
         templates_where=templates_where,
+        template_dims=template_dims,
+        template_dims_where=template_dims_where,
+        quant_context=data.get("quant_context"),
+        buffers=data.get("buffers"),
         stacks=stacks,
         inputs=_str_list(col, data, "inputs", "$") if "inputs" in data else ["input_ids"],
         graph=graph,

@@ -128,6 +128,7 @@ TABLES: dict[str, pa.Schema] = {
             ("name", pa.string()),  # checkpoint-style name with {layer}/{expert} placeholders
             ("shape", pa.list_(pa.int64())),
             ("elements", pa.int64()),
+            ("streamed", pa.bool_()),  # read whole every step (false: an embedding table, rows gathered)
         ]
     ),
     # copies of each node in the model (phase-independent).  Routed experts: one copy per
@@ -171,10 +172,32 @@ TABLES: dict[str, pa.Schema] = {
             ("uid", pa.string()),  # the node whose output is cached
             ("cache", pa.string()),  # cache family / name, e.g. 'kv'
             ("kind", pa.string()),  # key | value | latent | rope_key | index_key | state | ...
-            ("growth", pa.string()),  # per_token | window | compressed | state
+            ("growth", pa.string()),  # per_token | window | compressed | state | chunk
             ("elements", pa.int64()),  # per cached position (state: per request)
-            ("window", pa.int64()),  # growth window: positions kept, min(c, window)
+            # growth window: positions kept, min(c, window); growth chunk: positions per
+            # attention chunk, the latest token's chunk is kept: (c - 1) mod window + 1
+            ("window", pa.int64()),
             ("ratio", pa.int64()),  # growth compressed: ceil(c / ratio) positions
+        ]
+    ),
+    # how each weight tensor is stored (archsql.evaluator.storage): one row per stored tensor
+    # template — the data part of a logical weight, each sibling of its quant scheme (scales,
+    # zero points, ...) and declared buffers — for the checkpoint's own storage (profile
+    # 'native') or a precision profile.  Bytes are views (storage_dtypes.bits).
+    "storage_tensors": pa.schema(
+        [
+            ("model", pa.string()),
+            ("profile", pa.string()),  # 'native' | a profile of archsql/specs/quant/profiles
+            ("uid", pa.string()),
+            ("tensor", pa.string()),  # the logical tensor (weights.tensor) or the buffer's name
+            ("part", pa.string()),  # 'data' | a sibling of the scheme (weight_scale_inv, ...) | 'buffer'
+            ("name", pa.string()),  # stored name with {layer}/{expert} placeholders
+            ("layers", pa.list_(pa.int32())),  # layers of the node's stack this row covers; null outside stacks
+            ("scheme", pa.string()),  # quant scheme (archsql/specs/quant/<scheme>.yaml)
+            ("rule", pa.string()),  # the quant_context rule that chose it
+            ("dtype", pa.string()),  # stored dtype (safetensors name)
+            ("shape", pa.list_(pa.int64())),  # stored shape
+            ("packing", pa.int64()),  # data part: logical elements per stored element; else null
         ]
     ),
 }
@@ -191,6 +214,56 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
         ]
     ),
     "dtypes": pa.schema([("dtype", pa.string()), ("bytes", pa.float64()), ("description", pa.string())]),
+    # GPU facts as published (archsql/gpus/gpus.csv, with per-row sources and disagreement
+    # flags); dense peaks in TFLOP/s, HBM in TB/s, scale-up links in GB/s.
+    "gpus": pa.schema(
+        [
+            ("gpu", pa.string()),
+            ("vendor", pa.string()),
+            ("form_factor", pa.string()),
+            ("memory_capacity", pa.float64()),
+            ("memory_capacity_unit", pa.string()),
+            ("memory_type", pa.string()),
+            ("mem_bandwidth_TBps", pa.float64()),
+            ("bf16_fp16_dense_tflops", pa.float64()),
+            ("fp8_dense_tflops", pa.float64()),
+            ("fp4_dense_tflops", pa.float64()),
+            ("int8_dense_tops", pa.float64()),
+            ("tf32_dense_tflops", pa.float64()),
+            ("scaleup_interconnect", pa.string()),
+            ("scaleup_bw_GBps", pa.float64()),
+            ("scaleup_bw_direction", pa.string()),
+            ("scaleup_domain_gpus", pa.float64()),
+            ("scaleout_nic_per_gpu_Gbps", pa.float64()),
+            ("tdp_w", pa.float64()),
+            ("sources", pa.string()),
+            ("flags", pa.string()),
+        ]
+    ),
+    # how a model is laid out on GPUs.  Attention layers run tp × dp (tensor × data parallel
+    # over requests) per pipeline stage; MoE layers run ep × moe_tp on the same GPUs.
+    "deployments": pa.schema(
+        [
+            ("deployment", pa.string()),
+            ("gpu", pa.string()),  # a gpus.gpu name
+            ("gpus", pa.int64()),  # GPUs in the deployment
+            ("tp", pa.int64()),  # attention / dense-FFN tensor parallel (groups attention, ffn)
+            ("dp", pa.int64()),  # attention data parallel over requests (group dp)
+            ("ep", pa.int64()),  # expert parallel (group moe_ep)
+            ("moe_tp", pa.int64()),  # tensor parallel inside experts (group moe_tp)
+            ("pp", pa.int64()),  # pipeline stages
+            ("weight_dtype", pa.string()),  # a dtypes.dtype
+            ("act_dtype", pa.string()),
+            ("kv_dtype", pa.string()),
+            ("usable_memory_fraction", pa.float64()),  # of GPU memory, the rest is reserve
+        ]
+    ),
+    # bits per element of every stored dtype (safetensors names; ingest.safetensors_headers.DTYPE_BITS)
+    "storage_dtypes": pa.schema([("dtype", pa.string()), ("bits", pa.int64()), ("description", pa.string())]),
+    # multimodal wrapper prefixes of tensor names → canonical prefix (specs/checkpoint_prefixes.yaml)
+    "checkpoint_prefixes": pa.schema(
+        [("prefix", pa.string()), ("canonical", pa.string()), ("description", pa.string())]
+    ),
 }
 
 
@@ -209,6 +282,8 @@ CHECKPOINT_TABLES: dict[str, pa.Schema] = {
             ("offset_end", pa.int64()),  # exclusive; bytes = offset_end - offset_begin (a view)
         ]
     ),
+    # which model (and storage profile) a checkpoint is reconciled against
+    "checkpoints": pa.schema([("checkpoint", pa.string()), ("model", pa.string()), ("profile", pa.string())]),
 }
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import sympy
 
 from archsql.evaluator.dimmap import Axis, InputDim, NewDim, keep
-from archsql.evaluator.factors import window_pairs
+from archsql.evaluator.factors import chunk_len, chunk_pairs, window_pairs
 from archsql.evaluator.primitives.base import (
     Ctx,
     NodeShapeError,
     Param,
     Primitive,
+    WeightDecl,
     _fmt,
     expect_axis,
     expect_rank,
@@ -29,9 +30,13 @@ B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
 CONTEXT_AXIS_NAME = "c"
 
 
-def attended_pairs(causal: bool, window: Axis | None = None) -> sympy.Expr:
+def attended_pairs(causal: bool, window: Axis | None = None, chunk: Axis | None = None) -> sympy.Expr:
     """(query, key) pairs per request per head; a causal sliding window of w > 0 keys caps
-    each query's keys at w (``window_pairs``); w = 0 means no window."""
+    each query's keys at w (``window_pairs``); w = 0 means no window.  Chunked attention of
+    C > 0 positions per chunk lets each query see only its own chunk up to itself
+    (``chunk_pairs``, see factors.py)."""
+    if chunk is not None and chunk.value != 0:
+        return chunk_pairs(S, C, chunk.expr)
     if window is not None and window.value != 0:
         return window_pairs(S, C, window.expr)
     return S * C - S * (S - 1) / 2 if causal else S * C
@@ -43,7 +48,10 @@ def cached_reads(ctx: Ctx, port: int) -> sympy.Expr:
     keys included, as the kernel reads them back from the cache."""
     shape = ctx.ins[port]
     window = ctx.dims.get("window")
+    chunk = ctx.dims.get("chunk")
     positions = C if window is None or window.value == 0 else sympy.Min(C, window.expr)
+    if chunk is not None and chunk.value != 0:  # the keys of the latest token's chunk
+        positions = chunk_len(C, chunk.expr)
     return shape[0].expr * shape[2].expr * shape[3].expr * positions
 
 
@@ -55,6 +63,28 @@ def _window(ctx: Ctx) -> Axis | None:
 
 
 WINDOW = Param(default=0, doc="causal sliding window in keys per query (0 = no window)")
+CHUNK = Param(default=0, doc="chunked local attention: positions per chunk, a query sees its own chunk (0 = none)")
+
+
+def _chunk(ctx: Ctx) -> Axis | None:
+    chunk = ctx.dims.get("chunk")
+    if chunk is None or chunk.value == 0:
+        return None
+    if not ctx.flag("causal"):
+        raise NodeShapeError("chunked attention needs a causal mask", expected="causal: 1 with chunk", got="causal: 0")
+    window = ctx.dims.get("window")
+    if window is not None and window.value != 0:
+        raise NodeShapeError(
+            "a node attends either a sliding window or its chunk, not both",
+            expected="window: 0 or chunk: 0",
+            got=f"window {window.value}, chunk {chunk.value}",
+        )
+    return chunk
+
+
+def _pairs(ctx: Ctx) -> sympy.Expr:
+    """The node's (query, key) pairs per request per head, from its causal/window/chunk params."""
+    return attended_pairs(ctx.flag("causal"), _window(ctx), _chunk(ctx))
 
 
 def _context_axis():
@@ -105,6 +135,7 @@ class AttentionScore(Primitive):
         "d_head": Param(doc="q/k head dim"),
         "causal": Param("flag", 1, "1 = causal mask (decoder), 0 = bidirectional"),
         "window": WINDOW,
+        "chunk": CHUNK,
     }
 
     def check(self, ctx: Ctx) -> None:
@@ -128,9 +159,7 @@ class AttentionScore(Primitive):
         return cached_reads(ctx, port=1)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
-        return (
-            2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"), _window(ctx))
-        )
+        return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * _pairs(ctx)
 
 
 class Softmax(Primitive):
@@ -141,7 +170,7 @@ class Softmax(Primitive):
     needs_whole_last_axis = True
 
     shape_kind = "preserve"
-    params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW}
+    params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW, "chunk": CHUNK}
 
     def check(self, ctx: Ctx) -> None:
         if ctx.flag("causal"):
@@ -160,7 +189,7 @@ class Softmax(Primitive):
     def flops(self, ctx: Ctx) -> sympy.Expr:
         shape = ctx.ins[0]
         if ctx.flag("causal"):
-            return 5 * shape[0].expr * shape[1].expr * attended_pairs(True, _window(ctx))
+            return 5 * shape[0].expr * shape[1].expr * attended_pairs(True, _window(ctx), _chunk(ctx))
         return 5 * numel(shape)
 
 
@@ -176,6 +205,7 @@ class AttentionApply(Primitive):
         "d_head": Param(doc="value head dim"),
         "causal": Param("flag", 1),
         "window": WINDOW,
+        "chunk": CHUNK,
     }
 
     def check(self, ctx: Ctx) -> None:
@@ -198,6 +228,61 @@ class AttentionApply(Primitive):
         return cached_reads(ctx, port=1)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
-        return (
-            2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * attended_pairs(ctx.flag("causal"), _window(ctx))
-        )
+        return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * _pairs(ctx)
+
+
+class SinkSoftmax(Softmax):
+    """Softmax with an attention sink: each row's normalizer also takes one learned logit
+    per head, which is then dropped, so a head may put weight on "no key" (gpt-oss
+    ``sinks``, FlashAttention's ``s_aux``).  Scores [B, heads, s, c] → probabilities of the
+    same shape; 5 FLOPs per unmasked pair plus 5 per row for the sink column.  Its weight
+    is the sinks, [heads], a parameter of the attention module itself — declare the node
+    with ``path: ""`` so it is named ``self_attn.sinks``.
+    Source: transformers gpt_oss ``eager_attention_forward`` (``combined_logits``)."""
+
+    params = {
+        "heads": Param(doc="query heads (one sink logit each)"),
+        "causal": Param("flag", 1, "1 on causal attention scores"),
+        "window": WINDOW,
+        "chunk": CHUNK,
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        expect_rank(ctx, 0, 4, "sink_softmax over scores [B, heads, s, c]")
+        expect_axis(ctx, 0, 1, ctx.dim("heads"), "score heads")
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        return [WeightDecl("sinks", (ctx.dim("heads"),))]
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        shape = ctx.ins[0]
+        return 5 * shape[0].expr * shape[1].expr * (_pairs(ctx) + shape[2].expr)
+
+
+class Softcap(Primitive):
+    """Logit soft-capping, cap·tanh(x / cap) (the cap is a constant, not a dim): 3 FLOPs per
+    element (divide, tanh, multiply).  With ``causal: 1`` on attention scores
+    [B, heads, s, c] only the unmasked pairs count and it runs inside the attention kernel
+    (Gemma-2 ``attn_logit_softcapping``); otherwise every element, read and written
+    (Gemma-2 ``final_logit_softcapping`` on the sampled logits)."""
+
+    shape_kind = "preserve"
+    params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW, "chunk": CHUNK}
+
+    def check(self, ctx: Ctx) -> None:
+        if ctx.flag("causal"):
+            expect_rank(ctx, 0, 4, "causal softcap over scores [B, heads, s, c]")
+
+    def dimmap(self, ctx: Ctx):
+        return keep(0, len(ctx.ins[0]))
+
+    def io(self, ctx: Ctx):
+        if ctx.flag("causal"):
+            return sympy.Integer(0), sympy.Integer(0)
+        return numel(ctx.ins[0]), numel(ctx.out)
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        shape = ctx.ins[0]
+        if ctx.flag("causal"):
+            return 3 * shape[0].expr * shape[1].expr * _pairs(ctx)
+        return 3 * numel(shape)

@@ -66,6 +66,15 @@ class Contraction:
 class WeightDecl:
     tensor: str  # 'weight', 'bias', …
     axes: tuple[Axis, ...]
+    streamed: bool = True  # the whole tensor is read every step (False: only gathered rows, e.g. embeddings)
+    # checkpoint name after the node's path; None: "." + tensor (``q_proj`` → ``q_proj.weight``).
+    # Fused expert modules hold bare parameters: ``experts.gate_up_proj`` (suffix ""), and
+    # ``experts.gate_up_proj_bias`` (suffix "_bias").
+    suffix: str | None = None
+    # the node's copies (routed experts) are stored as ONE tensor per layer, stacked along a
+    # leading copies axis [copies, *axes]; the weights row keeps the per-copy shape, and the
+    # name has no {expert} placeholder
+    stacked: bool = False
 
 
 class NodeShapeError(ValueError):

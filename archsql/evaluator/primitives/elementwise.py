@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import keep
-from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Primitive, _fmt, numel
+from archsql.evaluator.dimmap import NewDim, keep
+from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, _fmt, numel
 
 
 class _Unary(Primitive):
@@ -38,17 +38,27 @@ class Gelu(_Unary):
     flops_per_element = 8
 
 
+class Relu2(_Unary):
+    """Squared ReLU, relu(x)²: 2 FLOPs per element (max, square).  Nemotron-H ``relu2``."""
+
+    flops_per_element = 2
+
+
 class _Binary(Primitive):
     abstract = True
     shape_kind = "broadcast"
     arity = 2
 
     def check(self, ctx: Ctx) -> None:
+        """Same shapes; the second input may broadcast along axes of size 1 (a per-token
+        scalar gate [B, s, 1] scaling [B, s, d])."""
         a, b = ctx.ins
-        same = len(a) == len(b) and all(sympy.simplify(x.value - y.value) == 0 for x, y in zip(a, b, strict=True))
+        same = len(a) == len(b) and all(
+            sympy.simplify(x.value - y.value) == 0 or y.value == 1 for x, y in zip(a, b, strict=True)
+        )
         if not same:
             raise NodeShapeError(
-                f"{self.name} needs two inputs of the same shape",
+                f"{self.name} needs two inputs of the same shape (the second may have size-1 axes)",
                 expected=_fmt(a),
                 got=_fmt(b),
                 hint="an input comes from the wrong node, or a dim is bound differently on the two paths",
@@ -67,3 +77,44 @@ class Mul(_Binary):
 
 class Add(_Binary):
     """Elementwise sum (residuals): 1 FLOP per element."""
+
+
+class Scale(_Unary):
+    """Multiply by a scalar — a constant or a per-position factor computed from the position
+    alone (Llama-4's attention temperature on NoPE layers): 1 FLOP per element."""
+
+    partial_passes = True  # linear in its input
+
+
+class ClampedSwiglu(Primitive):
+    """gpt-oss's gated activation on a fused gate/up projection: [..., 2·d] → [..., d].
+    gate, up = x[..., ::2], x[..., 1::2] (interleaved); gate clamped above, up clamped both
+    ways; out = (up + 1) · gate · sigmoid(α · gate).  11 FLOPs per output element: clamps
+    (1 + 2), α·gate (1), sigmoid (4), gate·sigmoid (1), up + 1 (1), product (1).
+    Source: transformers GptOssExperts._apply_gate."""
+
+    shape_kind = "axis_replace"
+    params = {"d": Param(doc="output features (half the fused input)")}
+
+    def check(self, ctx: Ctx) -> None:
+        last = ctx.ins[0][-1]
+        if sympy.simplify(last.value - 2 * ctx.dim("d").value) != 0:
+            raise NodeShapeError(
+                "clamped_swiglu takes the fused gate/up features, twice its output",
+                expected=f"last axis = 2 * {ctx.dim('d').label} = {2 * ctx.dim('d').value}",
+                got=f"{last.label} = {last.value}",
+            )
+
+    def dimmap(self, ctx: Ctx):
+        rank = len(ctx.ins[0])
+        return (*keep(0, rank, rank - 1), NewDim(ctx.dim("d")))
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return 11 * numel(ctx.out)
+
+
+class Tanh(_Unary):
+    """Hyperbolic tangent, (e^2x − 1) / (e^2x + 1): 5 FLOPs per element (scale, exp, subtract,
+    add, divide).  BERT's pooler activation (transformers BertPooler.forward)."""
+
+    flops_per_element = 5

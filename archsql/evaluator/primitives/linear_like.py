@@ -18,6 +18,7 @@ from archsql.evaluator.primitives.base import (
     expect_axis,
     expect_rank,
     leading,
+    numel,
 )
 
 
@@ -117,10 +118,14 @@ class Embedding(Primitive):
         return (*keep(0, 2), NewDim(ctx.dim("d_model")))
 
     def weights(self, ctx: Ctx) -> list[WeightDecl]:
-        return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")))]
+        return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")), streamed=False)]
 
     def contraction(self, ctx: Ctx) -> Contraction:
         return Contraction({2: 1}, (), (0,))
+
+    def io(self, ctx: Ctx):
+        """A lookup reads the token ids and one table row per token (not the whole table)."""
+        return numel(ctx.ins[0]) + numel(ctx.out), numel(ctx.out)
 
 
 class LmHead(Primitive):
@@ -210,3 +215,37 @@ class ExpertLinear(Primitive):
 
     def active_copies(self, ctx: Ctx) -> sympy.Expr:
         return ctx.e("top_k")
+
+
+class StackedExpertLinear(ExpertLinear):
+    """Routed experts held as one stacked parameter per layer: a fused experts module whose
+    ``nn.Parameter`` is [experts, out, in] (``transposed: 1``: [experts, in, out], as
+    Llama-4 applies it with ``bmm(x, W)``), bias [experts, out] named ``<param>_bias``.
+    Same copies, FLOPs and per-copy weight as expert_linear; only the checkpoint layout
+    differs: the node's path names the parameter itself (``experts.gate_up_proj``), one
+    tensor per layer with a leading experts axis (the weights row keeps the per-copy shape).
+    Sources: transformers GptOssExperts (gate_up_proj, gate_up_proj_bias, down_proj, …),
+    Llama4TextExperts (gate_up_proj, down_proj)."""
+
+    params = {**ExpertLinear.params, "transposed": Param("flag", 0, "1 when stored [experts, in, out]")}
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        axes = (ctx.dim("out"), ctx.dim("in"))
+        out = [WeightDecl("weight", axes[::-1] if ctx.flag("transposed") else axes, suffix="", stacked=True)]
+        if ctx.flag("bias"):
+            out.append(WeightDecl("bias", (ctx.dim("out"),), suffix="_bias", stacked=True))
+        return out
+
+    def contraction(self, ctx: Ctx) -> Contraction:
+        if ctx.flag("transposed"):
+            return Contraction({3: 1}, ((0, 3, 0),))
+        return super().contraction(ctx)
+
+
+class ScaledEmbedding(Embedding):
+    """An embedding whose forward multiplies the gathered rows by a constant (Gemma:
+    √d_model): token ids [B, s] → [B, s, d], 1 FLOP per output element.  Weight [vocab, d].
+    Source: transformers Gemma2TextScaledWordEmbedding.forward."""
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return numel(ctx.out)

@@ -48,3 +48,12 @@ class Layernorm(_Norm):
         if ctx.flag("bias"):
             out.append(WeightDecl("bias", (ctx.dim("d"),)))
         return out
+
+
+class L2norm(_Norm):
+    """x / rms(x) with no learned weight (Llama-4's qk norm).  3 FLOPs per element: square,
+    sum, scale by 1/rms.  Source: transformers Llama4TextL2Norm.forward."""
+
+    name = "l2norm"
+    params = {"d": Param(doc="normalized width")}
+    flops_per_element = 3

@@ -9,6 +9,7 @@ from archsql.evaluator.primitives.base import (
     Ctx,
     Param,
     Primitive,
+    WeightDecl,
     expect_axis,
     expect_rank,
     leading,
@@ -68,3 +69,26 @@ class Combine(Primitive):
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * numel(ctx.ins[0])
+
+
+class SelectionBias(Primitive):
+    """Aux-loss-free load balancing: a learned per-expert bias added to the expert scores
+    used to *choose* experts (not to weight them): [..., experts] → [..., experts], weight
+    ``e_score_correction_bias`` [experts].  For a bias held by the MoE block itself
+    (MiniMax-M2) — the DeepSeek layout keeps it in the gate (``router`` with
+    ``correction_bias: 1``).  1 FLOP per element."""
+
+    shape_kind = "preserve"
+    params = {"experts": Param(doc="routed experts (scores axis)")}
+
+    def check(self, ctx: Ctx) -> None:
+        expect_axis(ctx, 0, -1, ctx.dim("experts"), "selection_bias expert scores")
+
+    def dimmap(self, ctx: Ctx):
+        return keep(0, len(ctx.ins[0]))
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        return [WeightDecl("e_score_correction_bias", (ctx.dim("experts"),))]
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return numel(ctx.ins[0])

@@ -142,3 +142,19 @@ class Concat(_View):
             " + ".join(a.label for a in last), sympy.Add(*(a.expr for a in last)), sympy.Add(*(a.value for a in last))
         )
         return (*lead, NewDim(total))
+
+
+class FirstToken(Primitive):
+    """The first position of each request: [B, s, ...] → [B, ...] (hidden_states[:, 0], the
+    [CLS] token an encoder's pooler reads).  No FLOPs.  Source: transformers BertPooler.forward."""
+
+    partial_passes = True  # a selection passes a pending sum through
+
+    shape_kind = "axis_select"
+
+    def check(self, ctx: Ctx) -> None:
+        if len(ctx.ins[0]) < 3:
+            raise NodeShapeError("first_token needs [B, s, ...]", expected="rank >= 3", got=_fmt(ctx.ins[0]))
+
+    def dimmap(self, ctx: Ctx):
+        return (InputDim(0, 0), *(InputDim(0, i) for i in range(2, len(ctx.ins[0]))))

@@ -26,7 +26,7 @@ from archsql.evaluator.primitives.attention import (
     _context_axis,
     attended_pairs,
 )
-from archsql.evaluator.primitives.base import Ctx, Param, Primitive, expect_axis, expect_rank
+from archsql.evaluator.primitives.base import Ctx, Param, Primitive, expect_axis, expect_rank, numel
 from archsql.schema.expr import RUNTIME_SYMBOLS
 
 S, C = RUNTIME_SYMBOLS["s"], RUNTIME_SYMBOLS["c"]
@@ -37,6 +37,13 @@ def selected_pairs(ctx: Ctx) -> sympy.Expr:
     """(query, key) pairs per request per head when each query attends at most ``topk``
     of its causally visible keys: Σ_j min(j, topk) = window_pairs(s, c, topk)."""
     return window_pairs(S, C, ctx.e("topk"))
+
+
+def gathered_reads(ctx: Ctx, port: int) -> sympy.Expr:
+    """Cache elements a sparse kernel gathers: each query reads its own selected keys (or
+    values), B · kv_heads · d · window_pairs(s, c, topk) — min(c, topk) per decode query."""
+    shape = ctx.ins[port]
+    return shape[0].expr * shape[2].expr * shape[3].expr * selected_pairs(ctx)
 
 
 class IndexerLogits(Primitive):
@@ -60,6 +67,16 @@ class IndexerLogits(Primitive):
 
     def dimmap(self, ctx: Ctx):
         return (InputDim(0, 0), InputDim(0, 1), NewDim(_context_axis()))
+
+    def io(self, ctx: Ctx):
+        """Queries and head weights read, the logits [B, s, c] written; the keys come from
+        the index-key cache (cache_reads)."""
+        return numel(ctx.ins[0]) + numel(ctx.ins[2]), numel(ctx.out)
+
+    def cache_reads(self, ctx: Ctx) -> sympy.Expr:
+        """Every cached index key of the context read once: B · d · c."""
+        keys = ctx.ins[1]
+        return keys[0].expr * keys[2].expr * keys[3].expr * C
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         per_pair = ctx.e("heads") * (2 * ctx.e("d_head") + 3)
@@ -103,6 +120,14 @@ class SparseAttentionScore(AttentionScore):
         expect_rank(ctx, 2, 3, "sparse_attention_score selected positions [B, s, topk]")
         expect_axis(ctx, 2, 2, ctx.dim("topk"), "selected positions per query")
 
+    def io(self, ctx: Ctx):
+        """Queries and selected positions read; the scores stay on chip (one sparse attention
+        kernel); the selected keys are gathered from the cache (cache_reads)."""
+        return numel(ctx.ins[0]) + numel(ctx.ins[2]), sympy.Integer(0)
+
+    def cache_reads(self, ctx: Ctx) -> sympy.Expr:
+        return gathered_reads(ctx, port=1)
+
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * selected_pairs(ctx)
 
@@ -115,6 +140,10 @@ class SparseSoftmax(Softmax):
 
     def check(self, ctx: Ctx) -> None:
         expect_rank(ctx, 0, 4, "sparse_softmax over scores [B, heads, s, c]")
+
+    def io(self, ctx: Ctx):
+        """Inside the sparse attention kernel: no memory traffic."""
+        return sympy.Integer(0), sympy.Integer(0)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         shape = ctx.ins[0]
@@ -131,6 +160,13 @@ class SparseAttentionApply(AttentionApply):
         "d_head": Param(doc="value head dim"),
         "topk": TOPK,
     }
+
+    def io(self, ctx: Ctx):
+        """The output written; the selected values are gathered from the cache (cache_reads)."""
+        return sympy.Integer(0), numel(ctx.out)
+
+    def cache_reads(self, ctx: Ctx) -> sympy.Expr:
+        return gathered_reads(ctx, port=1)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * selected_pairs(ctx)

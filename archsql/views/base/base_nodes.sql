@@ -56,7 +56,7 @@ final as (
         n.decode_component,
         n.in_prefill,
         n.in_decode,
-        coalesce(st.role, 'decoder') <> 'mtp' as in_base_model
+        coalesce(st.role, 'decoder') <> 'mtp' and n.role <> 'mtp' as in_base_model
     from per_node as n
     left join stacks as st on st.model = n.model and st.stack = n.stack
 )

@@ -5,5 +5,6 @@ select
     tensor,
     name,
     shape,
-    elements
+    elements,
+    streamed
 from weights

@@ -76,6 +76,8 @@ entries as (
 
 -- cached positions per request at context c, as (e_c, factor, factor_arg):
 -- per_token c; window min(c, window), c when window = 0; compressed ceil(c / ratio); state 1
+-- chunk (chunked attention; the chunk length is in "window"): chunk_len(c, window), the
+-- latest token's chunk; c when window = 0
 with_law as (
     select
         model,
@@ -93,22 +95,24 @@ with_law as (
         count,
         case
             when growth = 'per_token' then 1
-            when growth = 'window' and "window" = 0 then 1
+            when growth in ('window', 'chunk') and "window" = 0 then 1
             else 0
         end::tinyint as e_c,
         case
             when growth = 'window' and "window" > 0 then 'min_c'
+            when growth = 'chunk' and "window" > 0 then 'chunk_len'
             when growth = 'compressed' then 'ceil_c_div'
             else 'none'
         end as factor,
         case
-            when growth = 'window' and "window" > 0 then "window"
+            when growth in ('window', 'chunk') and "window" > 0 then "window"
             when growth = 'compressed' then ratio
             else 0
         end::bigint as factor_arg,
-        -- d(positions)/dc below every window: 1 per token, 1/ratio compressed, 0 state
+        -- d(positions)/dc below every window (and within the first chunk): 1 per token,
+        -- 1/ratio compressed, 0 state
         case
-            when growth in ('per_token', 'window') then 1.0
+            when growth in ('per_token', 'window', 'chunk') then 1.0
             when growth = 'compressed' then 1.0 / ratio
             else 0.0
         end as positions_per_token,

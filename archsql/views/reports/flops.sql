@@ -22,7 +22,7 @@ quantities as (
         workload,
         value
     from int_workload_terms
-    where quantity = 'flops'
+    where quantity = 'flops' and deployment is null
 ),
 
 model_workloads as (

@@ -17,7 +17,7 @@ quantities as (
         growth,
         value
     from int_workload_terms
-    where quantity = 'cache_elements'
+    where quantity = 'cache_elements' and deployment is null
 ),
 
 layer_schedule as (

@@ -28,7 +28,7 @@ quantities as (
         workload,
         value
     from int_workload_terms
-    where quantity = 'cache_elements'
+    where quantity = 'cache_elements' and deployment is null
 ),
 
 elements_per_workload as (

@@ -1,0 +1,286 @@
+"""validate(): may this spec be published?  A list of structured errors, empty when it may.
+
+Guards (design §10) implemented here:
+
+- **analysis** — the spec cannot be evaluated (a located :class:`~archsql.errors.SpecError`,
+  :class:`~archsql.errors.ConfigError` or :class:`~archsql.errors.EvaluationError`);
+- **shape** — tensors that cannot be joined: the evaluator's :class:`~archsql.errors.ShapeError`
+  issues, and checkpoint tensors whose element count matches the spec's but whose shape does not;
+- **packing** — storage rules: an override or ignore pattern that matches no tensor, a scheme
+  formula that is not a whole number, no storage dtype; and, per checkpoint tensor, the stored
+  dtype and (for quantized parts) the stored element count, each checked on its own so that
+  two compensating errors cannot pass;
+- **weight** — against a checkpoint: file tensors no spec tensor claims, spec tensors the file
+  does not have, element-count mismatches of unquantized tensors, and the byte totals as a
+  final checksum; an unreadable checkpoint is a weight error too.
+
+The checkpoint is reconciled by the store's own views (``checkpoint_reconciliation``,
+``checkpoint_totals``) in a temporary store, so the numbers here are the numbers a query sees.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from archsql.errors import (
+    ArchsqlError,
+    CheckpointError,
+    ConfigError,
+    EvaluationError,
+    Issue,
+    ShapeError,
+    SpecError,
+    did_you_mean,
+)
+
+GUARDS = ("analysis", "shape", "packing", "weight")
+MAX_HINTS = 50  # closest-name hints are computed for the first unclaimed/missing tensors only
+
+
+@dataclass(frozen=True)
+class ValidationError:
+    """One reason a spec is not publishable."""
+
+    guard: str  # analysis | shape | packing | weight
+    location: str  # file:line:col $.path, or checkpoint file and tensor, or spec file and node
+    message: str
+    expected: str | None = None
+    got: str | None = None
+    hint: str | None = None
+
+    def render(self) -> str:
+        text = f"[{self.guard}] {self.location}: {self.message}"
+        parts = [f"{k} {v}" for k, v in (("expected", self.expected), ("got", self.got)) if v is not None]
+        if parts:
+            text += f" ({', '.join(parts)})"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+def _from_issue(guard: str, issue: Issue) -> ValidationError:
+    location = issue.location() if (issue.file or issue.line is not None) else "<spec>"
+    if issue.path:
+        location = f"{location} {issue.path}"
+    return ValidationError(guard, location, issue.message, issue.expected, issue.got, issue.hint)
+
+
+def validate(
+    model: str | Path,
+    checkpoint: str | Path | pa.Table | None = None,
+    *,
+    offline: bool = False,
+    profile: str | None = None,
+    library=None,
+    revision: str | None = None,
+    endpoint: str | None = None,
+) -> list[ValidationError]:
+    """Errors of ``model`` (a catalog name or a model .yaml), reconciled against ``checkpoint``
+    when given: a local path or Hub repo id (read with :func:`archsql.ingest.read_checkpoint`,
+    ``offline`` from the local cache) or an already-read ``checkpoint_tensors`` table.
+    ``profile`` reconciles a precision profile's storage instead of the spec's own."""
+    from archsql.evaluator import evaluate
+    from archsql.evaluator.storage import NATIVE, bind_storage
+
+    try:
+        analysis = evaluate(model, library)
+    except ShapeError as exc:
+        return [_from_issue("shape", i) for i in exc.issues] or [ValidationError("shape", str(model), str(exc))]
+    except (SpecError, ConfigError, EvaluationError) as exc:
+        return [_from_issue("analysis", i) for i in exc.issues] or [ValidationError("analysis", str(model), str(exc))]
+    profile = profile or NATIVE
+    try:
+        binding = bind_storage(analysis, library, profile=profile)
+    except SpecError as exc:
+        return [_from_issue("analysis", i) for i in exc.issues]
+    errors = [_from_issue("packing", i) for i in binding.issues]
+    if checkpoint is None:
+        return errors
+    if isinstance(checkpoint, pa.Table):
+        table = checkpoint
+    else:
+        from archsql.ingest import read_checkpoint
+
+        try:
+            table = read_checkpoint(checkpoint, offline=offline, revision=revision, endpoint=endpoint)
+        except CheckpointError as exc:
+            return errors + [_from_issue("weight", i) for i in exc.issues]
+    tables = dict(analysis.tables)
+    if profile != NATIVE:
+        tables["storage_tensors"] = pa.concat_tables([tables["storage_tensors"], binding.table])
+    return errors + reconcile(tables, table, model=analysis.model, profile=profile)
+
+
+def reconcile(tables: dict[str, pa.Table], checkpoint: pa.Table, *, model: str, profile: str) -> list[ValidationError]:
+    """The weight, packing and shape errors of one checkpoint against one model's tables, read
+    from the store views in a temporary store."""
+    from archsql.store import connect, write_checkpoint, write_store
+
+    with tempfile.TemporaryDirectory(prefix="archsql-validate-") as tmp:
+        db = Path(tmp) / "validate.duckdb"
+        write_store(db, tables)
+        checkpoint_id = write_checkpoint(db, checkpoint, model=model, profile=profile)
+        con = connect(db, read_only=True)
+        try:
+            rows = con.execute(
+                """
+                select r.status, r.canonical_name, r.spec_name, r.file_name, r.file, r.uid, r.tensor, r.part,
+                       r.scheme, r.rule, r.expected_dtype, r.actual_dtype, r.expected_shape, r.actual_shape,
+                       r.expected_elements, r.actual_elements, r.expected_bytes, r.actual_bytes
+                from checkpoint_reconciliation as r
+                where r.checkpoint = ? and r.status != 'ok'
+                order by r.status, r.canonical_name
+                """,
+                [checkpoint_id],
+            ).fetchall()
+            totals = con.execute(
+                "select file_tensors, spec_tensors, expected_bytes, actual_bytes from checkpoint_totals where checkpoint = ?",
+                [checkpoint_id],
+            ).fetchone()
+            spec_file = con.execute("select spec_file from models where model = ?", [model]).fetchone()[0]
+        finally:
+            con.close()
+    return _errors(rows, totals, checkpoint_id, spec_file)
+
+
+_COLUMNS = (
+    "status",
+    "canonical_name",
+    "spec_name",
+    "file_name",
+    "file",
+    "uid",
+    "tensor",
+    "part",
+    "scheme",
+    "rule",
+    "expected_dtype",
+    "actual_dtype",
+    "expected_shape",
+    "actual_shape",
+    "expected_elements",
+    "actual_elements",
+    "expected_bytes",
+    "actual_bytes",
+)
+
+
+def _fmt(dtype, shape) -> str:
+    return f"{dtype} {list(shape) if shape is not None else '?'}"
+
+
+def _errors(rows, totals, checkpoint: str, spec_file: str) -> list[ValidationError]:
+    records = [dict(zip(_COLUMNS, row, strict=True)) for row in rows]
+    missing = [r["canonical_name"] for r in records if r["status"] == "missing"]
+    unclaimed = [r["canonical_name"] for r in records if r["status"] == "unclaimed"]
+    out: list[ValidationError] = []
+    hints = 0
+
+    def file_loc(r) -> str:
+        where = checkpoint if checkpoint.endswith(str(r["file"])) else f"{checkpoint}/{r['file']}"
+        return f"{where}: {r['file_name']}"
+
+    def spec_loc(r) -> str:
+        return f"{spec_file} {r['uid']}: {r['spec_name']}"
+
+    for r in records:
+        if r["status"] == "unclaimed":
+            close = did_you_mean(r["canonical_name"], missing) if hints < MAX_HINTS and missing else None
+            hints += 1
+            out.append(
+                ValidationError(
+                    "weight",
+                    file_loc(r),
+                    "file tensor is claimed by no spec tensor",
+                    got=_fmt(r["actual_dtype"], r["actual_shape"]),
+                    hint=f"a spec tensor missing from the file is close — {close}"
+                    if close
+                    else "add the module to the spec (or a buffers: entry for a saved non-parameter tensor)",
+                )
+            )
+        elif r["status"] == "missing":
+            close = did_you_mean(r["canonical_name"], unclaimed) if hints < MAX_HINTS and unclaimed else None
+            hints += 1
+            what = r["tensor"] if r["part"] in ("data", "buffer") else f"{r['part']} of {r['tensor']}"
+            out.append(
+                ValidationError(
+                    "weight",
+                    spec_loc(r),
+                    f"spec tensor ({what}, scheme {r['scheme']}) is not in the checkpoint",
+                    expected=_fmt(r["expected_dtype"], r["expected_shape"]),
+                    hint=f"an unclaimed file tensor is close — {close}"
+                    if close
+                    else f"check the node's path and the quant rule ({r['rule']})",
+                )
+            )
+        else:
+            out += _mismatch(r, file_loc(r))
+    if totals is not None:
+        file_tensors, spec_tensors, expected_bytes, actual_bytes = totals
+        if expected_bytes != actual_bytes:
+            out.append(
+                ValidationError(
+                    "weight",
+                    checkpoint,
+                    f"total bytes differ by {actual_bytes - expected_bytes:+,} "
+                    f"({file_tensors:,} file tensors, {spec_tensors:,} spec tensors)",
+                    expected=f"{expected_bytes:,} bytes",
+                    got=f"{actual_bytes:,} bytes",
+                    hint="the per-tensor errors above say where",
+                )
+            )
+    return out
+
+
+def _mismatch(r, location: str) -> list[ValidationError]:
+    """A tensor on both sides that differs: dtype and element count are separate errors."""
+    out = []
+    quantized = r["scheme"] != "none" or r["part"] not in ("data", "buffer")
+    rule = f"rule {r['rule']} chose scheme {r['scheme']}"
+    if r["expected_dtype"] != r["actual_dtype"]:
+        out.append(
+            ValidationError(
+                "packing",
+                location,
+                f"stored dtype differs ({r['part']} of {r['tensor']}, node {r['uid']})",
+                expected=r["expected_dtype"],
+                got=r["actual_dtype"],
+                hint=f"{rule}; fix the quant_context (dtype, roles, overrides) or the scheme's dtype",
+            )
+        )
+    if r["expected_elements"] != r["actual_elements"]:
+        out.append(
+            ValidationError(
+                "packing" if quantized else "weight",
+                location,
+                f"stored element count differs ({r['part']} of {r['tensor']}, node {r['uid']})",
+                expected=f"{r['expected_elements']:,} = {list(r['expected_shape'])}",
+                got=f"{r['actual_elements']:,} = {list(r['actual_shape'])}",
+                hint=f"{rule}: check its packing and sibling shapes"
+                if quantized
+                else "check the node's dims bindings against config.json",
+            )
+        )
+    elif list(r["expected_shape"]) != list(r["actual_shape"]):
+        out.append(
+            ValidationError(
+                "shape",
+                location,
+                f"tensor cannot be joined: same element count, different shape ({r['part']} of {r['tensor']}, node {r['uid']})",
+                expected=str(list(r["expected_shape"])),
+                got=str(list(r["actual_shape"])),
+                hint="axes in another order (transposed, or dims bound to the wrong config keys)",
+            )
+        )
+    return out
+
+
+def publishable(errors: list[ValidationError]) -> bool:
+    return not errors
+
+
+__all__ = ["GUARDS", "ArchsqlError", "ValidationError", "publishable", "reconcile", "validate"]

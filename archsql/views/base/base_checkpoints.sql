@@ -1,0 +1,6 @@
+-- Which model and storage profile each checkpoint is reconciled against.
+select
+    checkpoint,
+    model,
+    profile
+from checkpoints

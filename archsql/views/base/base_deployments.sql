@@ -1,0 +1,15 @@
+-- How models are laid out on GPUs (parameter table).
+select
+    deployment,
+    gpu,
+    gpus,
+    tp,
+    dp,
+    ep,
+    moe_tp,
+    pp,
+    weight_dtype,
+    act_dtype,
+    kv_dtype,
+    usable_memory_fraction
+from deployments

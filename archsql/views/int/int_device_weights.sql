@@ -1,0 +1,90 @@
+-- Weight elements one device of each deployment holds, per weight tensor.
+with
+
+weights as (
+    select
+        model,
+        uid,
+        tensor,
+        elements,
+        streamed
+    from base_weights
+),
+
+instances as (
+    select
+        model,
+        uid,
+        count
+    from base_instances
+),
+
+nodes as (
+    select
+        model,
+        uid,
+        role,
+        in_base_model
+    from base_nodes
+),
+
+groups as (
+    select
+        deployment,
+        "group",
+        degree
+    from int_deployment_groups
+),
+
+-- groups splitting a weight: its sharded axes and its node's copies (routed experts over EP)
+weight_groups as (
+    select distinct
+        l.model,
+        l.uid,
+        w.tensor,
+        l."group"
+    from base_layouts as l
+    inner join weights as w on w.model = l.model and w.uid = l.uid and (l.tensor = w.tensor or l.tensor = 'copies')
+    where l.phase = 'prefill' and l.placement = 'S'
+),
+
+divisors as (
+    select
+        wg.model,
+        wg.uid,
+        wg.tensor,
+        g.deployment,
+        product(g.degree) as divisor
+    from weight_groups as wg
+    inner join groups as g on g."group" = wg."group"
+    group by wg.model, wg.uid, wg.tensor, g.deployment
+),
+
+per_device as (
+    select
+        w.model,
+        d.deployment,
+        w.uid,
+        w.tensor,
+        n.role,
+        n.in_base_model,
+        w.streamed,
+        w.elements * i.count / coalesce(dv.divisor, 1) as elements
+    from weights as w
+    inner join instances as i on i.model = w.model and i.uid = w.uid
+    inner join nodes as n on n.model = w.model and n.uid = w.uid
+    cross join (select distinct deployment from groups) as d
+    left join divisors as dv
+        on dv.model = w.model and dv.uid = w.uid and dv.tensor = w.tensor and dv.deployment = d.deployment
+)
+
+select
+    model,
+    deployment,
+    uid,
+    tensor,
+    role,
+    in_base_model,
+    streamed,
+    elements
+from per_device

@@ -1,0 +1,53 @@
+-- GPU figures in base units, one row per GPU and compute dtype.
+with
+
+gpus as (
+    select
+        gpu,
+        memory_capacity,
+        memory_capacity_unit,
+        mem_bandwidth_TBps,
+        bf16_fp16_dense_tflops,
+        fp8_dense_tflops,
+        fp4_dense_tflops,
+        scaleup_bw_GBps,
+        scaleup_bw_direction
+    from base_gpus
+),
+
+converted as (
+    select
+        gpu,
+        memory_capacity
+        * case when memory_capacity_unit like 'GiB%' then 1073741824.0 else 1e9 end as memory_bytes,
+        mem_bandwidth_TBps * 1e12 as hbm_bytes_per_s,
+        scaleup_bw_GBps * 1e9
+        / case when scaleup_bw_direction like 'bidirectional%' then 2.0 else 1.0 end as link_bytes_per_s,
+        bf16_fp16_dense_tflops * 1e12 as bf16_flops,
+        fp8_dense_tflops * 1e12 as fp8_flops,
+        fp4_dense_tflops * 1e12 as fp4_flops
+    from gpus
+),
+
+per_dtype as (
+    select gpu, 'bf16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    from converted
+    union all
+    select gpu, 'fp16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    from converted
+    union all
+    select gpu, 'fp8' as dtype, fp8_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    from converted
+    union all
+    select gpu, 'fp4' as dtype, fp4_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    from converted
+)
+
+select
+    gpu,
+    dtype,
+    peak_flops_per_s,
+    memory_bytes,
+    hbm_bytes_per_s,
+    link_bytes_per_s
+from per_dtype

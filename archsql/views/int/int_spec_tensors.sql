@@ -1,0 +1,145 @@
+-- Every tensor the spec expects on disk: stored tensor templates expanded over their layers
+-- ({layer}) and the node's copies per layer ({expert}), with the canonical name they are
+-- matched by (the longest multimodal wrapper prefix normalized).
+with
+
+storage as (
+    select
+        model,
+        profile,
+        uid,
+        role,
+        tensor,
+        part,
+        name,
+        layers,
+        scheme,
+        rule,
+        dtype,
+        shape,
+        packing,
+        elements,
+        bytes,
+        copies_per_layer
+    from int_storage_bytes
+),
+
+prefixes as (
+    select
+        prefix,
+        canonical
+    from base_checkpoint_prefixes
+),
+
+per_layer as (
+    select
+        model,
+        profile,
+        uid,
+        role,
+        tensor,
+        part,
+        name,
+        scheme,
+        rule,
+        dtype,
+        shape,
+        packing,
+        elements,
+        bytes,
+        copies_per_layer,
+        unnest(coalesce(layers, [null::integer])) as layer
+    from storage
+),
+
+per_copy as (
+    select
+        model,
+        profile,
+        uid,
+        role,
+        tensor,
+        part,
+        name,
+        scheme,
+        rule,
+        dtype,
+        shape,
+        packing,
+        elements,
+        bytes,
+        layer,
+        unnest(
+            case when contains(name, '{expert}') then range(copies_per_layer) else [null::bigint] end
+        ) as expert
+    from per_layer
+),
+
+named as (
+    select
+        model,
+        profile,
+        uid,
+        role,
+        tensor,
+        part,
+        scheme,
+        rule,
+        dtype,
+        shape,
+        packing,
+        elements,
+        bytes,
+        layer,
+        expert,
+        replace(
+            replace(name, '{layer}', coalesce(layer::varchar, '{layer}')), '{expert}', coalesce(expert::varchar, '{expert}')
+        ) as spec_name
+    from per_copy
+),
+
+with_prefix as (
+    select
+        n.model,
+        n.profile,
+        n.uid,
+        n.role,
+        n.tensor,
+        n.part,
+        n.scheme,
+        n.rule,
+        n.dtype,
+        n.shape,
+        n.packing,
+        n.elements,
+        n.bytes,
+        n.layer,
+        n.expert,
+        n.spec_name,
+        coalesce(p.canonical || n.spec_name[length(p.prefix) + 1:], n.spec_name) as canonical_name
+    from named as n
+    left join prefixes as p on starts_with(n.spec_name, p.prefix)
+    qualify row_number() over (
+        partition by n.model, n.profile, n.uid, n.tensor, n.part, n.spec_name order by length(p.prefix) desc nulls last
+    ) = 1
+)
+
+select
+    model,
+    profile,
+    uid,
+    role,
+    tensor,
+    part,
+    scheme,
+    rule,
+    layer,
+    expert,
+    spec_name,
+    canonical_name,
+    dtype,
+    shape,
+    packing,
+    elements,
+    bytes
+from with_prefix
