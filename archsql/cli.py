@@ -24,6 +24,7 @@ from rich.text import Text
 
 from archsql import __version__, api
 from archsql.errors import ArchsqlError
+from archsql.kernel_corpus.cli import bench, corpus
 from archsql.schema.tables import PHASES
 
 USER_ERROR = 2
@@ -381,6 +382,74 @@ def models() -> None:
         spec = library.model(name)
         table.add_row(name, spec.hf_id, Path(spec.file).name, " ".join(spec.doc.split()))
     _console().print(table)
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+NOT_PUBLISHABLE = 1
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--checkpoint", "checkpoint", default=None, help="A local checkpoint: .safetensors, shard set, folder.")
+@click.option("--hub", "hub_id", default=None, help="A Hub repo id (org/name[@revision]); headers only.")
+@click.option("--offline", is_flag=True, help="Read --hub from the local Hugging Face cache only.")
+@click.option("--profile", default=None, help="Reconcile a precision profile (archsql/specs/quant/profiles).")
+@click.option("--max-shown", type=click.IntRange(min=1), default=20, show_default=True, help="Errors shown per guard.")
+def validate(
+    model: str, checkpoint: str | None, hub_id: str | None, offline: bool, profile: str | None, max_shown: int
+) -> None:
+    """Check MODEL's spec (and reconcile a checkpoint with it); exit code 1 when not publishable.
+
+    Guards: analysis (the spec evaluates), shape (tensors join), packing (storage rules, dtypes
+    and packed element counts), weight (every checkpoint tensor claimed, matched, totals).
+    """
+    from archsql.validate import GUARDS
+    from archsql.validate import validate as run_validate
+
+    if checkpoint and hub_id:
+        raise click.UsageError("give --checkpoint or --hub, not both")
+    errors = run_validate(model, checkpoint or hub_id, offline=offline, profile=profile)
+    out = _console()
+    if not errors:
+        against = f" against {checkpoint or hub_id}" if (checkpoint or hub_id) else ""
+        out.print(f"{model}: publishable — no errors{against}", markup=False)
+        return
+    for guard in GUARDS:
+        found = [e for e in errors if e.guard == guard]
+        if not found:
+            continue
+        out.print(f"[bold]{guard}[/bold]: {_plural(len(found), 'error')}")
+        for e in found[:max_shown]:
+            out.print("  " + e.render().replace("\n", "\n  "), markup=False, highlight=False)
+        if len(found) > max_shown:
+            out.print(f"  … and {len(found) - max_shown} more {guard} errors", markup=False)
+    out.print(f"{model}: not publishable ({_plural(len(errors), 'error')})", markup=False)
+    sys.exit(NOT_PUBLISHABLE)
+
+
+@cli.command("checkpoint")
+@click.argument("source")
+@click.option("--offline", is_flag=True, help="Read a repo id from the local Hugging Face cache only.")
+@click.option("--revision", default=None, help="Revision of a repo id or repo cache folder.")
+@_FORMAT_OPTION
+@_OUTPUT_OPTION
+def checkpoint_headers(source: str, offline: bool, revision: str | None, fmt: str, output: Path | None) -> None:
+    """Print the tensor headers of a checkpoint (checkpoint_tensors; no weight bytes read).
+
+    SOURCE: a .safetensors or .gguf file, a shard set or folder, a Hugging Face cache folder,
+    or a Hub repo id (org/name[@revision]).
+    """
+    from archsql.ingest import read_checkpoint
+
+    _check_format(fmt, output)
+    _emit(read_checkpoint(source, offline=offline, revision=revision), fmt, output)
+
+
+# ---------------------------------------------------------------------------- kernel corpus
+
+cli.add_command(corpus)  # archsql corpus import | summary | sync  (archsql/kernel_corpus/cli.py)
+cli.add_command(bench)
 
 
 def main() -> None:
