@@ -120,3 +120,29 @@ def test_step_sol_flags_contexts_beyond_the_published_maximum(catalog_db):
         ).fetchall()
     )
     assert flags["decode_b1_c128k"] and not flags["decode_b1_c32k"]  # Qwen3-8B: max_position_embeddings 40960
+
+
+def test_kv_heads_fewer_than_tp_ranks_are_replicated(catalog_db):
+    """The fit rule: Qwen3-30B-A3B has 4 KV heads; on tp 8 each rank holds one whole head
+    (every head twice), so its cache is the single-GPU cache ÷ 4, not ÷ 8.  Its 32 query
+    heads split evenly: q_proj's weight is ÷ 8."""
+    con = duckdb.connect(str(catalog_db), read_only=True)
+    kv = dict(
+        con.execute(
+            "select deployment, kv_bytes from device_memory where model = 'Qwen3-30B-A3B' and workload = 'decode_b64_c32k'"
+        ).fetchall()
+    )
+    assert kv["8xH200-tp8"] == pytest.approx(kv["1xH200-single"] / 4)
+    q = dict(
+        con.execute(
+            "select deployment, elements from int_device_weights where model = 'Qwen3-30B-A3B' "
+            "and uid = 'decoder/dense/self_attn.q_proj'"
+        ).fetchall()
+    )
+    k = dict(
+        con.execute(
+            "select deployment, elements from int_device_weights where model = 'Qwen3-30B-A3B' "
+            "and uid = 'decoder/dense/self_attn.k_proj'"
+        ).fetchall()
+    )
+    assert q["8xH200-tp8"] == q["1xH200-single"] / 8 and k["8xH200-tp8"] == k["1xH200-single"] / 4

@@ -206,6 +206,7 @@ def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen
                     "axis": axis,
                     "placement": "S",
                     "group": group,
+                    "parts": lay.parts.get((tensor, axis)),
                 }
             )
         for group in sorted(layout.partial):
@@ -218,6 +219,7 @@ def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen
                     "axis": -1,
                     "placement": "P",
                     "group": group,
+                    "parts": None,
                 }
             )
     if lay.copies_group:
@@ -230,6 +232,7 @@ def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen
                 "axis": -1,
                 "placement": "S",
                 "group": lay.copies_group,
+                "parts": None,
             }
         )
     node = res.node

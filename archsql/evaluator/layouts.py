@@ -65,6 +65,9 @@ class NodeLayout:
     weights: dict[str, Layout] = field(default_factory=dict)
     collectives: list[Collective] = field(default_factory=list)
     copies_group: str | None = None  # routed experts: their copies are spread over EP
+    # whole pieces a sharded axis is cut into (heads, experts' rows …): (tensor, axis) → parts.
+    # A device holds ceil(parts / degree) of them — the `fit` rule when parts do not divide.
+    parts: dict[tuple[str, int], int | None] = field(default_factory=dict)
 
 
 def parse_layout(text: str) -> Layout:
@@ -84,6 +87,33 @@ def parse_layout(text: str) -> Layout:
 
 def _numel(res_shape) -> sympy.Expr:
     return sympy.Mul(*(a.expr for a in res_shape))
+
+
+def weight_parts(res: NodeResult, walk: Walk) -> dict[tuple[str, int], int | None]:
+    """Bound ``parts`` of each split weight axis (weight_axes), keyed (tensor, axis)."""
+    from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
+
+    spec = res.node.spec
+    raw = getattr(spec, "weight_axes", None) or []
+    symbols = {str(k): k for k in walk.binding} | RUNTIME_SYMBOLS
+    out: dict[tuple[str, int], int | None] = {}
+    for axis, entry in enumerate(raw):
+        if isinstance(entry, dict) and "world" in entry and res.weights:
+            try:
+                value = parse_dim_expr(entry.get("parts", 0), symbols).xreplace(walk.binding)
+            except ExprSyntaxError:
+                value = None
+            parts = int(value) if value is not None and value.is_Integer else None
+            out[(res.weights[0].tensor, axis)] = parts
+            if axis == 0:
+                for decl in res.weights[1:]:
+                    if len(decl.axes) == 1:
+                        out[(decl.tensor, 0)] = parts
+    return out
+
+
+def _size(axis) -> int | None:
+    return int(axis.value) if axis.value.is_Integer else None
 
 
 def weight_layouts(res: NodeResult) -> dict[str, Layout]:
@@ -120,6 +150,11 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
         if node.stack == ref.name:
             return stream_in.setdefault(ref.name, layout_of(st.input, node))
         return layout_of(st.input, node) if not st.schedule else _residual(layout_of(st.input, node))
+
+    def _parts_of(ref) -> dict[int, int | None]:
+        if ref.kind == "node" and ref.name in layouts:
+            return {axis: p for (tensor, axis), p in layouts[ref.name].parts.items() if tensor == "out"}
+        return {}
 
     for uid, res in results.items():
         node = res.node
@@ -171,26 +206,35 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
             collectives.append(Collective("all_to_all", EP, 0, _numel(res.ins[0])))
         if res.copies != 1:
             copies_group = EP
-        # 5. the output layout through the DimMap
+        # 5. the output layout through the DimMap (with the whole parts each split axis has)
         sharded = []
+        parts: dict[tuple[str, int], int | None] = weight_parts(res, walk)
+        in_parts = [_parts_of(ref) for ref in node.inputs]
+        w_tensor = res.weights[0].tensor if res.weights else None
         for out_axis, spec in enumerate(prim.dimmap(ctx)):
-            g = None
+            g, p = None, _size(res.shape[out_axis])
             if isinstance(spec, InputDim):
                 g = ins[spec.port].group_of(spec.axis)
+                p = in_parts[spec.port].get(spec.axis, p)
             elif isinstance(spec, Split):
                 g = ins[spec.port].group_of(spec.axis) if spec.index == 0 else None
             elif isinstance(spec, Flatten):
-                g = next((ins[spec.port].group_of(a) for a in spec.axes if ins[spec.port].group_of(a)), None)
+                a = next((a for a in spec.axes if ins[spec.port].group_of(a)), None)
+                g = ins[spec.port].group_of(a) if a is not None else None
+                p = in_parts[spec.port].get(a, _size(res.ins[spec.port][a])) if a is not None else p
             elif isinstance(spec, NewDim | Singleton):
                 g = weight_out.get(out_axis)
+                if g is not None and contraction is not None:
+                    p = parts.get((w_tensor, contraction.out_axes[out_axis]), p)
             if node.op == "dispatch" and g == DP:
                 g = None  # experts see every rank's tokens after the all-to-all
             if g is not None:
                 sharded.append((out_axis, g))
+                parts[("out", out_axis)] = None if g == DP else p
         if node.op == "combine":  # tokens come back to their own data-parallel rank
             sharded = [(a, g) for a, g in sharded if a != 0] + [(0, DP)]
         layouts[uid] = NodeLayout(
-            Layout(tuple(sorted(sharded)), frozenset(partial)), weights, collectives, copies_group
+            Layout(tuple(sorted(sharded)), frozenset(partial)), weights, collectives, copies_group, parts
         )
     return layouts
 

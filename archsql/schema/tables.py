@@ -150,6 +150,9 @@ TABLES: dict[str, pa.Schema] = {
             ("axis", pa.int32()),
             ("placement", pa.string()),  # S | P
             ("group", pa.string()),
+            # S rows: whole pieces the axis is cut into (heads, rows of a weight); a device
+            # holds ceil(parts / degree) of them (the fit rule).  Null: divides evenly (requests).
+            ("parts", pa.int64()),
         ]
     ),
     # inferred collectives: real nodes (nodes/terms/instances rows under their own uid; their

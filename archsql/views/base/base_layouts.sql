@@ -6,5 +6,6 @@ select
     tensor,
     axis,
     placement,
-    "group"
+    "group",
+    parts
 from layouts

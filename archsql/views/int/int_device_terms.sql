@@ -58,22 +58,26 @@ groups as (
 -- the groups that split a node's work: its output's sharded axes and pending sums, and the
 -- group its copies are spread over
 node_groups as (
-    select distinct
+    select
         model,
         phase,
         uid,
-        "group"
+        "group",
+        max(parts) as parts
     from base_layouts
     where tensor in ('out', 'copies')
+    group by model, phase, uid, "group"
 ),
 
+-- a group of n devices splits P whole parts so that the fullest device holds ceil(P / n):
+-- the effective divisor is P / ceil(P / n) (e.g. 4 KV heads on tp 8: 4, each head replicated)
 node_divisors as (
     select
         n.model,
         n.phase,
         n.uid,
         g.deployment,
-        product(g.degree) as divisor
+        product(case when n.parts is null then g.degree else n.parts / ceil(n.parts / g.degree) end) as divisor
     from node_groups as n
     inner join groups as g on g."group" = n."group"
     group by n.model, n.phase, n.uid, g.deployment

@@ -38,23 +38,26 @@ groups as (
 
 -- groups splitting a weight: its sharded axes and its node's copies (routed experts over EP)
 weight_groups as (
-    select distinct
+    select
         l.model,
         l.uid,
         w.tensor,
-        l."group"
+        l."group",
+        max(l.parts) as parts
     from base_layouts as l
     inner join weights as w on w.model = l.model and w.uid = l.uid and (l.tensor = w.tensor or l.tensor = 'copies')
     where l.phase = 'prefill' and l.placement = 'S'
+    group by l.model, l.uid, w.tensor, l."group"
 ),
 
+-- the fullest device holds ceil(parts / degree) whole parts (the fit rule)
 divisors as (
     select
         wg.model,
         wg.uid,
         wg.tensor,
         g.deployment,
-        product(g.degree) as divisor
+        product(case when wg.parts is null then g.degree else wg.parts / ceil(wg.parts / g.degree) end) as divisor
     from weight_groups as wg
     inner join groups as g on g."group" = wg."group"
     group by wg.model, wg.uid, wg.tensor, g.deployment
