@@ -40,10 +40,13 @@ DEFAULT_DTYPES: list[tuple[str, float, str]] = [
 ]
 
 
-def _deployment(gpu: str, short: str, gpus: int, tp: int, dp: int, ep: int, moe_tp: int, kv: str = "bf16"):
+def _deployment(
+    gpu: str, short: str, gpus: int, tp: int, dp: int, ep: int, moe_tp: int, kv: str = "bf16", weights: str = "bf16"
+):
     layout = "-".join(f"{k}{v}" for k, v in (("tp", tp), ("dp", dp), ("ep", ep)) if v > 1) or "single"
+    suffix = ("" if weights == "bf16" else f"-w{weights}") + ("" if kv == "bf16" else f"-kv{kv}")
     return (
-        f"{gpus}x{short}-{layout}" + ("" if kv == "bf16" else f"-kv{kv}"),
+        f"{gpus}x{short}-{layout}{suffix}",
         gpu,
         gpus,
         tp,
@@ -51,7 +54,7 @@ def _deployment(gpu: str, short: str, gpus: int, tp: int, dp: int, ep: int, moe_
         ep,
         moe_tp,
         1,
-        "bf16",
+        weights,
         "bf16",
         kv,
         0.9,
@@ -66,6 +69,12 @@ DEFAULT_DEPLOYMENTS = [
         for tp, dp, ep, moe_tp in ((8, 1, 1, 8), (8, 1, 8, 1), (1, 8, 8, 1))
     ),
     _deployment("H200 SXM", "H200", 8, 8, 1, 8, 1, kv="fp8"),
+    # FP8 weights, as DeepSeek-V3/R1/V3.2, Kimi-K2 and MiniMax ship
+    *(
+        _deployment(gpu, short, 8, tp, dp, ep, 1, weights="fp8")
+        for gpu, short in (("H200 SXM", "H200"), ("B200 (HGX/DGX B200)", "B200"))
+        for tp, dp, ep in ((8, 1, 8), (1, 8, 8))
+    ),
 ]
 
 

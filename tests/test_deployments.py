@@ -146,3 +146,25 @@ def test_kv_heads_fewer_than_tp_ranks_are_replicated(catalog_db):
         ).fetchall()
     )
     assert q["8xH200-tp8"] == q["1xH200-single"] / 8 and k["8xH200-tp8"] == k["1xH200-single"] / 4
+
+
+def test_deepseek_v3_on_8_gpus_in_one_query(catalog_db):
+    """DeepSeek-V3 decode at batch 64 × 32K context on 8×H200 and 8×B200, attention DP8 + EP8
+    and TP8 + EP8, FP8 weights: one query gives memory, KV, max batch and step time.  KV per
+    device, from the config: 61 layers × (kv_lora_rank 512 + rope 64) × 2 B × 32768 positions
+    × 64 requests, ÷ 8 data-parallel ranks under DP8, whole on every rank under TP8 (the
+    latent has no head axis)."""
+    cfg = json.loads((CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text())
+    whole = cfg["num_hidden_layers"] * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 2 * 32768 * 64
+    con = duckdb.connect(str(catalog_db), read_only=True)
+    rows = con.execute(
+        "select s.deployment, m.weight_bytes, m.kv_bytes, m.fits, m.max_batch, s.time_s, s.tokens_per_s_per_gpu "
+        "from step_sol as s join device_memory as m using (model, deployment, workload) "
+        "where s.model = 'DeepSeek-V3' and s.workload = 'decode_b64_c32k' and s.deployment like '8x%ep8-wfp8'"
+    ).fetchall()
+    got = {r[0]: r[1:] for r in rows}
+    assert set(got) == {"8xH200-tp8-ep8-wfp8", "8xH200-dp8-ep8-wfp8", "8xB200-tp8-ep8-wfp8", "8xB200-dp8-ep8-wfp8"}
+    for name, (_w, kv, fits, max_batch, time_s, tps) in got.items():
+        assert kv == pytest.approx(whole / 8 if "dp8" in name else whole)
+        assert fits == (max_batch >= 64) and time_s > 0 and tps > 0
+    assert got["8xH200-dp8-ep8-wfp8"][2] and not got["8xH200-tp8-ep8-wfp8"][2]
