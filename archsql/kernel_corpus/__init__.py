@@ -1,4 +1,46 @@
-"""Measured kernels: workload signatures, validated append-only rows, measured next to SOL.
+"""Measured kernels: workload signatures, validated append-only rows, NVIDIA's
+aiconfigurator database as the first real corpus.
 
-Lands with the kernel-corpus issue; nothing in the store reads measurements yet.
+One row per measurement (:mod:`~archsql.kernel_corpus.schema`): provenance, the full
+workload signature — op kind, the shape fields that kind uses (per device), dtypes, GPU,
+phase, parallel setting, library and version, kernel — the time in microseconds, optional
+power, and the reference-check status.  FLOPs, bytes and implied MFU/MBU are views
+(``int_kernel_corpus_work``, ``kernel_measurements``) over SQL macros, the same ones the
+importer checks rows with.
+
+Modules:
+
+=================  =====================================================================
+``schema``         the Arrow schemas: ``kernel_corpus`` rows, ``kernel_corpus_sources``,
+                   ``kernel_corpus_rejects``
+``registry``       op kinds (family, required fields, contract), dtype spellings, phases
+``storage``        the corpus folder (append-only Parquet partitions) and its view in the
+                   store, ``sync``
+``ingest``         :class:`CorpusWriter`: the one validated, idempotent ingest path
+``files``          CSV / Parquet measurement files
+``aiconfigurator`` NVIDIA aiconfigurator-core's ``systems/data`` tables
+``harness``        eager references, output checks, timing: ``archsql bench``
+``plan``           the unique kernel shapes of one step of a model (TP = 1)
+``cli``            ``archsql corpus import | summary | sync`` and ``archsql bench``
+=================  =====================================================================
+
+Joining a deployment's ops with measurements (``measured_vs_sol``) is a plain join on the
+signature columns (``op_kind``, ``gpu``, ``dtype`` and the shape fields, e.g. GEMM
+``m, n, k``) once the deployment views give per-device shapes.
 """
+
+from archsql.kernel_corpus.aiconfigurator import import_aiconfigurator
+from archsql.kernel_corpus.files import import_files
+from archsql.kernel_corpus.ingest import CorpusWriter, IngestReport, Source
+from archsql.kernel_corpus.storage import corpus_dir, open_corpus, sync
+
+__all__ = [
+    "CorpusWriter",
+    "IngestReport",
+    "Source",
+    "corpus_dir",
+    "import_aiconfigurator",
+    "import_files",
+    "open_corpus",
+    "sync",
+]

@@ -1,0 +1,227 @@
+"""``archsql corpus …`` and ``archsql bench``: thin shells over the kernel-corpus API.
+
+Registered on the main group in :mod:`archsql.cli`; the output helpers come from there
+(imported when a command runs, so either module can be imported first).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from archsql.errors import CorpusError
+
+_REJECTS_OPTION = click.option(
+    "--rejects",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every rejected row (location, field, reason, value) to this CSV.",
+)
+
+
+@click.group()
+def corpus() -> None:
+    """The kernel corpus: measured kernel times with full workload signatures."""
+
+
+@corpus.command("import")
+@click.argument("source")
+@click.argument("more", nargs=-1)
+@click.option(
+    "--systems",
+    default=None,
+    help="aiconfigurator: only these systems, comma-separated (h200_sxm,b200_sxm); default: all.",
+)
+@click.option(
+    "--from",
+    "location",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="aiconfigurator: a wheel (.whl) or unpacked folder instead of the installed package.",
+)
+@click.option("--source-name", default=None, help="Files: name the source (default: the file name).")
+@_REJECTS_OPTION
+@click.pass_obj
+def import_(
+    db: Path,
+    source: str,
+    more: tuple[str, ...],
+    systems: str | None,
+    location: Path | None,
+    source_name: str | None,
+    rejects: Path | None,
+) -> None:
+    """Import measurements: SOURCE is `aiconfigurator` or CSV / Parquet files.
+
+    Rows are validated one by one: good rows are appended, bad rows rejected with their
+    line (or row) and reason; a source already imported is skipped.
+    """
+    if source == "aiconfigurator":
+        if more:
+            raise click.UsageError("`corpus import aiconfigurator` takes no files (use --from PATH)")
+        from archsql.kernel_corpus.aiconfigurator import import_aiconfigurator
+
+        chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
+        report = import_aiconfigurator(db, location=location, systems=chosen, rejects=rejects)
+    else:
+        if systems or location:
+            raise click.UsageError("--systems and --from apply to `corpus import aiconfigurator`")
+        from archsql.kernel_corpus.files import import_files
+
+        report = import_files(db, [source, *more], source=source_name, rejects=rejects)
+    _print_report(report)
+
+
+def _print_report(report) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from archsql.cli import _console, _plural
+
+    out, err = _console(), _console(stderr=True)
+    imported, skipped = report.imported, report.skipped
+    table = Table(title=f"{_plural(len(imported), 'source')} imported into {report.db}", header_style="bold")
+    for name in ("rows read", "kept", "rejected", "already present"):
+        table.add_column(name, justify="right")
+    table.add_row(
+        *(f"{report.total(a):,}" for a in ("rows_read", "rows_kept", "rows_rejected", "rows_already_present"))
+    )
+    out.print(table)
+    if skipped:
+        out.print(f"{_plural(len(skipped), 'source')} skipped: already imported (same content)")
+    if report.unmapped:
+        out.print(f"tables without a mapping (not imported): {', '.join(report.unmapped)}")
+    if report.reasons:
+        reasons = Table(title="rejected rows by reason", header_style="bold")
+        reasons.add_column("rows", justify="right")
+        reasons.add_column("field")
+        reasons.add_column("reason")
+        for field, reason, n in report.reasons:
+            reasons.add_row(f"{n:,}", field, Text(reason))
+        err.print(reasons)
+        for rejection in report.sample:
+            err.print(Text(rejection.render()))
+        more = report.total("rows_rejected") - len({(r.location, r.source_row) for r in report.sample})
+        where = f"; all of them in {report.rejects_file}" if report.rejects_file else ""
+        if more > 0:
+            err.print(f"… and {more:,} more rejected rows in the table kernel_corpus_rejects{where}")
+        elif where:
+            err.print(f"rejected rows written to {report.rejects_file}")
+    out.print(f"{report.seconds:.2f} s")
+
+
+@corpus.command()
+@click.option("--format", "fmt", type=click.Choice(("table", "csv", "json", "parquet")), default="table")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.pass_obj
+def summary(db: Path, fmt: str, output: Path | None) -> None:
+    """Measurements per GPU × op family × library × version (the view kernel_corpus_summary)."""
+    from archsql import api
+    from archsql.cli import _check_format, _emit
+    from archsql.kernel_corpus.storage import connect_read_only
+
+    connect_read_only(db).close()  # a store without a corpus says so
+    _check_format(fmt, output)
+    _emit(
+        api.query("select * from kernel_corpus_summary order by gpu, op_family, library, library_version", db=db),
+        fmt,
+        output,
+    )
+
+
+@corpus.command()
+@click.pass_obj
+def sync(db: Path) -> None:
+    """Register partition files of the corpus folder that the store does not know."""
+    from archsql.cli import _console
+    from archsql.kernel_corpus.storage import corpus_dir
+    from archsql.kernel_corpus.storage import sync as do_sync
+
+    counts = do_sync(db)
+    _console().print(f"{counts['sources']} sources in {counts['files']} files registered from {corpus_dir(db)}")
+
+
+@click.command()
+@click.argument("model", required=False)
+@click.option("--workload", "workload_name", default="decode_b1_c2k", show_default=True, help="A workloads row.")
+@click.option("--tiny", is_flag=True, help="Built-in tiny shapes of every measurable op kind (no model).")
+@click.option("--dtype", default="fp32", show_default=True, type=click.Choice(("fp32", "bf16", "fp16", "fp8")))
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, …")
+@click.option("--warmup", default=2, show_default=True, type=click.IntRange(min=0))
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option("--gpu", default=None, help="The gpus.gpu name of the device (default: from its driver name).")
+@click.option("--plan", "plan_only", is_flag=True, help="Print the plan, measure nothing.")
+@click.option("--no-append", is_flag=True, help="Measure and print, but do not append to the corpus.")
+@click.pass_obj
+def bench(
+    db: Path,
+    model: str | None,
+    workload_name: str,
+    tiny: bool,
+    dtype: str,
+    device: str,
+    warmup: int,
+    repeats: int,
+    gpu: str | None,
+    plan_only: bool,
+    no_append: bool,
+) -> None:
+    """Measure kernel shapes against their eager reference and append validated rows.
+
+    MODEL: plan the unique kernel shapes of one step of the model at TP = 1 (from its
+    evaluated shapes, --workload); or --tiny for built-in tiny shapes.
+    """
+    from rich.table import Table
+
+    from archsql.cli import _console
+    from archsql.kernel_corpus import harness
+
+    if tiny == (model is not None):
+        raise click.UsageError("name a MODEL to plan from, or pass --tiny (not both)")
+    if tiny:
+        shapes = list(harness.TINY_SHAPES)
+        title = "tiny shapes"
+    else:
+        from archsql.kernel_corpus.plan import plan, workload
+
+        phase, bind = workload(workload_name)
+        planned = plan(model, phase, bind["B"], bind["s"], bind["c"])
+        shapes = planned.shapes
+        title = f"{model}, {workload_name} (TP = 1): {len(shapes)} unique shapes"
+        if planned.unplanned:
+            _console(stderr=True).print(
+                "not planned (no harness op kind): " + ", ".join(f"{op} ×{n}" for op, n in planned.unplanned.items())
+            )
+    out = _console()
+    if plan_only:
+        table = Table(title=title, header_style="bold")
+        for name in ("op kind", "phase", "shape", "launches / step"):
+            table.add_column(name)
+        for s in shapes:
+            table.add_row(s.op_kind, s.phase or "", s.describe(), str(s.count))
+        out.print(table)
+        return
+    run = harness.bench(
+        None if no_append else db, shapes, dtype=dtype, device=device, warmup=warmup, repeats=repeats, gpu=gpu
+    )
+    table = Table(title=f"{title} — {dtype} on {device} ({run.environment.get('device_name')})", header_style="bold")
+    for name, justify in (("op kind", "left"), ("phase", "left"), ("shape", "left"), ("µs", "right"),
+                          ("error", "right"), ("check", "left")):  # fmt: skip
+        table.add_column(name, justify=justify)
+    for m in run.measurements:
+        status = "passed" if m.passed else f"FAILED (> {m.tolerance:g})"
+        table.add_row(m.shape.op_kind, m.shape.phase or "", m.shape.describe(), f"{m.latency_us:.1f}",
+                      f"{m.check_error:.2e}", status)  # fmt: skip
+    out.print(table)
+    if run.report is not None:
+        r = run.report
+        out.print(
+            f"appended {r.total('rows_kept')} of {r.total('rows_read')} rows to {r.db}"
+            + (f"; {r.total('rows_rejected')} rejected" if r.total("rows_rejected") else "")
+        )
+        for rejection in r.sample:
+            _console(stderr=True).print(rejection.render(), markup=False)
+
+
+__all__ = ["CorpusError", "bench", "corpus"]

@@ -1,0 +1,244 @@
+"""Where the corpus lives: append-only Parquet partitions in a folder next to the store,
+registered in the store as the view ``kernel_corpus``.
+
+Layout.  For the store ``archsql.duckdb`` the corpus folder is ``archsql.kernel_corpus/``.
+Every import writes one Parquet file, ``<origin>/<batch>.parquet`` (``batch``: a hash of
+the source versions it holds), with the rows it kept in the ``kernel_corpus`` schema —
+provenance columns included, so a file says what it holds — sorted by GPU, op kind,
+library and version so that filtered reads skip row groups.  A file is written once, under
+a content-derived name, moved into the folder only after the import's transaction commits,
+and never rewritten: the folder is the append-only record.  ``schema/kernel_corpus.parquet``
+(no rows) fixes the schema of an empty corpus.
+
+In the store, ``kernel_corpus`` is a view over ``read_parquet('<folder>/*/*.parquet')``
+(the absolute path of the folder; :func:`open_corpus` re-points it), so every DuckDB client
+sees the measurements without a second copy; ``archsql sql`` reads them because
+:func:`allow_corpus_reads` admits that one folder to an otherwise file-less connection.
+The import bookkeeping — ``kernel_corpus_sources`` (one row per source version: where it
+came from, its partition file, rows read / kept / rejected / already present, versions)
+and ``kernel_corpus_rejects`` (every problem of every rejected row) — are tables of the
+store.  :func:`sync` registers partitions copied in from another corpus.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from archsql import __version__
+from archsql.errors import Issue, StoreError
+from archsql.kernel_corpus.registry import op_kinds_table
+from archsql.kernel_corpus.schema import CORPUS_SCHEMA, SOURCES_SCHEMA, TABLES
+
+VIEWS_DIR = Path(__file__).with_name("views")
+SCHEMA_PARTITION = "schema/kernel_corpus.parquet"
+# What the corpus reads from the model store: parameter tables and their views.
+STORE_RELATIONS = ("gpus", "dtypes", "base_dtypes", "int_gpu_specs")
+
+
+def corpus_dir(db: str | Path) -> Path:
+    """The partition folder of the store ``db``: ``<stem>.kernel_corpus`` beside it."""
+    db = Path(db).absolute()
+    return db.with_name(f"{db.stem}.kernel_corpus")
+
+
+def partitions_glob(db: str | Path) -> str:
+    return str(corpus_dir(db) / "*" / "*.parquet")
+
+
+def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-write connection to ``db`` with the corpus view, tables, registry and views
+    in place.  A missing store (or one without the GPU and dtype tables the corpus checks
+    against) is first initialized with the model store's parameter tables and views."""
+    path = Path(db)
+    if not _store_complete(path):
+        from archsql.store import write_store
+
+        # the store's missing tables (parameter tables with their defaults) and the model views
+        write_store(path, {})
+    _ensure_schema_partition(path)
+    try:
+        con = duckdb.connect(str(path))
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    try:
+        con.execute("set enable_progress_bar = false")
+        con.begin()
+        _ensure_tables(con, path)
+        con.execute(f"create or replace view kernel_corpus as {_partitions_sql(path)}")
+        _replace(con, "kernel_op_kinds", op_kinds_table())
+        from archsql.views import create_macros, create_views
+
+        create_macros(con)  # the model store's macros (window_pairs), which the kernel_* macros call
+        create_views(con, VIEWS_DIR)
+        con.commit()
+    except BaseException:
+        con.rollback()
+        con.close()
+        raise
+    return con
+
+
+def allow_corpus_reads(con: duckdb.DuckDBPyConnection, db: str | Path) -> None:
+    """Admit the corpus folder of ``db`` to a connection that is about to disable file
+    access (``set enable_external_access = false``), so the ``kernel_corpus`` view reads."""
+    folder = str(corpus_dir(db)).replace("'", "''")
+    con.execute(f"set allowed_directories = ['{folder}/']")
+
+
+def connect_read_only(db: str | Path) -> duckdb.DuckDBPyConnection:
+    path = Path(db)
+    if not path.is_file():
+        raise StoreError(f"no archsql store at {path}; import a corpus or run `archsql build` first")
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    if "kernel_corpus_sources" not in _tables(con):
+        con.close()
+        raise StoreError(f"{path} has no kernel corpus; run `archsql corpus import aiconfigurator` (or a file)")
+    con.execute("set enable_progress_bar = false")
+    return con
+
+
+def sync(db: str | Path) -> dict[str, int]:
+    """Register the sources of partition files the store does not know (a corpus folder
+    copied from elsewhere), with what each file tells: source, key, hash, rows.  Returns
+    the counts of files and sources registered."""
+    folder = corpus_dir(db)
+    con = open_corpus(db)
+    files = sources = 0
+    try:
+        known = {r[0] for r in con.execute("select source_hash from kernel_corpus_sources").fetchall()}
+        now = datetime.now(UTC).replace(tzinfo=None)
+        con.begin()
+        try:
+            for path in sorted(folder.glob("*/*.parquet")):
+                rel = path.relative_to(folder).as_posix()
+                found = con.execute(
+                    "select source_hash, any_value(source), any_value(source_key), count(*) "
+                    "from read_parquet($p) group by source_hash",
+                    {"p": str(path)},
+                ).fetchall()
+                rows = []
+                for source_hash, source, key, n in found:
+                    if source_hash in known:
+                        continue
+                    row = dict.fromkeys(SOURCES_SCHEMA.names)
+                    row.update(
+                        source=source,
+                        source_key=key,
+                        source_hash=source_hash,
+                        origin=path.parent.name,
+                        location=str(path),
+                        partition_file=rel,
+                        rows_kept=n,
+                        imported_at=now,
+                        archsql_version=__version__,
+                    )
+                    rows.append(row)
+                    known.add(source_hash)
+                if rows:
+                    _append(con, "kernel_corpus_sources", pa.Table.from_pylist(rows, schema=SOURCES_SCHEMA))
+                    files += 1
+                    sources += len(rows)
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+    finally:
+        con.close()
+    return {"files": files, "sources": sources}
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _partitions_sql(db: str | Path) -> str:
+    cols = ", ".join(CORPUS_SCHEMA.names)
+    glob = partitions_glob(db).replace("'", "''")
+    return f"select {cols} from read_parquet('{glob}', union_by_name = true)"
+
+
+def _ensure_schema_partition(db: Path) -> None:
+    target = corpus_dir(db) / SCHEMA_PARTITION
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(CORPUS_SCHEMA.empty_table(), target)
+
+
+def _append(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    con.register("__archsql_rows", table)
+    con.execute(f'insert into "{name}" select * from __archsql_rows')
+    con.unregister("__archsql_rows")
+
+
+def _store_complete(path: Path) -> bool:
+    """Whether ``path`` is a store with every table of this archsql and the relations the
+    corpus reads (a store built by an older archsql gets its new tables added)."""
+    from archsql.store import connect
+
+    if not path.is_file():
+        return False
+    try:
+        connect(path, read_only=True).close()
+    except StoreError:
+        return False
+    return _has_relations(path, STORE_RELATIONS)
+
+
+def _has_relations(path: Path, names: tuple[str, ...]) -> bool:
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    try:
+        rows = con.execute(
+            "select table_name from information_schema.tables "
+            "where table_catalog = current_database() and table_schema = 'main'"
+        ).fetchall()
+        return set(names) <= {r[0] for r in rows}
+    finally:
+        con.close()
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute(
+        "select table_name from information_schema.tables "
+        "where table_catalog = current_database() and table_schema = 'main' and table_type = 'BASE TABLE'"
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _ensure_tables(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    existing = _tables(con)
+    for name, schema in TABLES.items():
+        if name in existing:
+            cols = [r[0] for r in con.execute(f'describe "{name}"').fetchall()]
+            if cols != schema.names:
+                raise StoreError(
+                    f"{path}: table '{name}' has columns that this archsql does not expect",
+                    [
+                        Issue(
+                            "the corpus tables were written by another archsql version",
+                            expected=", ".join(schema.names),
+                            got=", ".join(cols),
+                            hint=f"drop the kernel_corpus_* tables and run `archsql corpus sync` to register "
+                            f"the partitions of {corpus_dir(path)} again",
+                        )
+                    ],
+                )
+            continue
+        con.register("__archsql_empty", schema.empty_table())
+        con.execute(f'create table "{name}" as select * from __archsql_empty')
+        con.unregister("__archsql_empty")
+
+
+def _replace(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    con.register("__archsql_registry", table)
+    con.execute(f'create or replace table "{name}" as select * from __archsql_registry')
+    con.unregister("__archsql_registry")
