@@ -702,10 +702,12 @@ def test_sidecar_checked(tmp_path):
 
 
 def test_macros_defined_once_and_created_in_order():
-    assert [f.name for f in macro_files()] == ["window_pairs", "chunk_len", "chunk_pairs", "term_factor"]
-    # the term-evaluation expression is written in exactly one view
-    evaluating = sorted(f.name for f in view_files() if "term_factor(" in f.sql or "power(" in f.sql)
-    assert evaluating == ["int_workload_terms"]
+    assert [f.name for f in macro_files()] == ["window_pairs", "chunk_len", "chunk_pairs", "term_factor", "term_value"]
+    # the term-evaluation expression is written once, in the term_value macro; terms meet
+    # workloads in exactly two views: whole-model terms and per-device op terms
+    assert not [f.name for f in view_files() if "term_factor(" in f.sql or "power(" in f.sql]
+    evaluating = sorted(f.name for f in view_files() if "term_value(" in f.sql)
+    assert evaluating == ["int_device_op_values", "int_workload_terms"]
 
 
 def test_macro_created_before_views(rw_db, tmp_path):

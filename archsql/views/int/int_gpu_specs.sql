@@ -18,8 +18,11 @@ gpus as (
 converted as (
     select
         gpu,
-        memory_capacity
-        * case when memory_capacity_unit like 'GiB%' then 1073741824.0 else 1e9 end as memory_bytes,
+        memory_capacity * case
+            when memory_capacity_unit like 'GiB%' then 1073741824.0
+            when memory_capacity_unit like 'MiB%' then 1048576.0
+            else 1e9
+        end as memory_bytes,
         mem_bandwidth_TBps * 1e12 as hbm_bytes_per_s,
         scaleup_bw_GBps * 1e9
         / case when scaleup_bw_direction like 'bidirectional%' then 2.0 else 1.0 end as link_bytes_per_s,

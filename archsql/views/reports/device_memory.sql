@@ -41,11 +41,8 @@ caches as (
         model,
         deployment,
         workload,
-        any_value(batch) as batch,
-        any_value(context) as context,
-        sum(value) as elements
-    from int_workload_terms
-    where deployment is not null and quantity = 'cache_elements'
+        sum(cache_bytes) as bytes
+    from int_device_op_values
     group by model, deployment, workload
 ),
 
@@ -70,7 +67,7 @@ joined as (
         w.batch,
         w.context,
         coalesce(wt.elements, 0) * wd.bytes as weight_bytes,
-        coalesce(c.elements, 0) * kd.bytes as kv_bytes,
+        coalesce(c.bytes, 0) as kv_bytes,
         g.memory_bytes * d.usable_memory_fraction as usable_bytes,
         g.memory_bytes
     from models as m
@@ -78,7 +75,6 @@ joined as (
     cross join workloads as w
     inner join gpus as g on g.gpu = d.gpu
     inner join dtypes as wd on wd.dtype = d.weight_dtype
-    inner join dtypes as kd on kd.dtype = d.kv_dtype
     left join weights as wt on wt.model = m.model and wt.deployment = d.deployment
     left join caches as c on c.model = m.model and c.deployment = d.deployment and c.workload = w.workload
 ),

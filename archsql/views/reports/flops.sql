@@ -22,7 +22,7 @@ quantities as (
         workload,
         value
     from int_workload_terms
-    where quantity = 'flops' and deployment is null
+    where quantity = 'flops'
 ),
 
 model_workloads as (

@@ -12,7 +12,7 @@ quantities as (
         role,
         value
     from int_workload_terms
-    where quantity = 'flops' and deployment is null
+    where quantity = 'flops'
 ),
 
 summed as (

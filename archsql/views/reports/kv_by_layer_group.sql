@@ -17,7 +17,7 @@ quantities as (
         growth,
         value
     from int_workload_terms
-    where quantity = 'cache_elements' and deployment is null
+    where quantity = 'cache_elements'
 ),
 
 layer_schedule as (

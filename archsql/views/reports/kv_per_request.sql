@@ -28,7 +28,7 @@ quantities as (
         workload,
         value
     from int_workload_terms
-    where quantity = 'cache_elements' and deployment is null
+    where quantity = 'cache_elements'
 ),
 
 elements_per_workload as (

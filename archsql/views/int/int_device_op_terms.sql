@@ -1,0 +1,138 @@
+-- Per-device terms of every op, one row per monomial with the op's quantities side by side
+-- and memory traffic already in bytes of the deployment's dtypes (weights read once per
+-- step as a constant term): what the speed-of-light views evaluate per workload.
+with
+
+terms as (
+    select
+        model,
+        deployment,
+        phase,
+        uid,
+        op,
+        role,
+        quantity,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg,
+        coef
+    from int_device_terms
+),
+
+deployments as (
+    select
+        deployment,
+        weight_dtype,
+        act_dtype,
+        kv_dtype
+    from base_deployments
+),
+
+dtypes as (
+    select
+        dtype,
+        bytes
+    from base_dtypes
+),
+
+streamed_weights as (
+    select
+        model,
+        deployment,
+        uid,
+        sum(elements) as elements
+    from int_device_weights
+    where in_base_model and streamed
+    group by model, deployment, uid
+),
+
+op_phases as (
+    select distinct
+        model,
+        deployment,
+        phase,
+        uid,
+        op,
+        role
+    from terms
+),
+
+weight_terms as (
+    select
+        o.model,
+        o.deployment,
+        o.phase,
+        o.uid,
+        o.op,
+        o.role,
+        'weight_elements' as quantity,
+        0::tinyint as e_B,
+        0::tinyint as e_s,
+        0::tinyint as e_c,
+        'none' as factor,
+        0::bigint as factor_arg,
+        w.elements as coef
+    from op_phases as o
+    inner join streamed_weights as w on w.model = o.model and w.deployment = o.deployment and w.uid = o.uid
+),
+
+all_terms as (
+    select model, deployment, phase, uid, op, role, quantity, e_B, e_s, e_c, factor, factor_arg, coef
+    from terms
+    union all
+    select model, deployment, phase, uid, op, role, quantity, e_B, e_s, e_c, factor, factor_arg, coef
+    from weight_terms
+),
+
+pivoted as (
+    select
+        t.model,
+        t.deployment,
+        t.phase,
+        t.uid,
+        any_value(t.op) as op,
+        any_value(t.role) as role,
+        t.e_B,
+        t.e_s,
+        t.e_c,
+        t.factor,
+        t.factor_arg,
+        coalesce(sum(t.coef) filter (where t.quantity = 'flops'), 0) as flops,
+        coalesce(sum(
+            t.coef * case t.quantity
+                when 'read_elements' then act.bytes
+                when 'write_elements' then act.bytes
+                when 'cache_read_elements' then kv.bytes
+                when 'weight_elements' then wt.bytes
+                else 0
+            end
+        ), 0) as hbm_bytes,
+        coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'comm_elements'), 0) as comm_bytes,
+        coalesce(sum(t.coef * kv.bytes) filter (where t.quantity = 'cache_elements'), 0) as cache_bytes
+    from all_terms as t
+    inner join deployments as d on d.deployment = t.deployment
+    inner join dtypes as act on act.dtype = d.act_dtype
+    inner join dtypes as kv on kv.dtype = d.kv_dtype
+    inner join dtypes as wt on wt.dtype = d.weight_dtype
+    group by t.model, t.deployment, t.phase, t.uid, t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg
+)
+
+select
+    model,
+    deployment,
+    phase,
+    uid,
+    op,
+    role,
+    e_B,
+    e_s,
+    e_c,
+    factor,
+    factor_arg,
+    flops,
+    hbm_bytes,
+    comm_bytes,
+    cache_bytes
+from pivoted
