@@ -73,6 +73,10 @@ def _layer_kv(cfg: dict) -> list[tuple[int, int | None]]:
     caps = _attention_caps(cfg)
     if caps is not None:  # sliding / chunked / full attention layers of one model
         return [(_kv_per_token_per_layer(cfg), cap) for cap in caps]
+    types = cfg.get("indexer_types")
+    if types and "kv_lora_rank" in cfg:  # IndexShare (GLM-5.2): a "shared" layer has no indexer, no index keys
+        shared = {**cfg, "index_head_dim": 0}
+        return [(_kv_per_token_per_layer(cfg if kind == "full" else shared), None) for kind in types]
     return [(_kv_per_token_per_layer(cfg), _sliding_window(cfg))] * _cached_layers(cfg)
 
 

@@ -9,7 +9,8 @@ reconciliation checks them); (2) layers transformers drops on load (``ignored_on
 the DeepSeek multi-token-prediction layer ``model.layers.{num_hidden_layers}``) are on disk
 and in the spec, so their parameters are added: per MTP layer its own embedding and head
 (2·vocab·d), enorm/hnorm/shared_head.norm (3·d), eh_proj (2d·d), plus one decoder layer —
-the same tensors as the inventory's last decoder layer (a MoE layer).  A spec that does not
+the same tensors as the inventory's last decoder layer (a MoE layer), with its own indexer
+where the config shares indexers across layers (``mtp_decoder_layer``).  A spec that does not
 model part of a checkpoint (Qwen3-VL's vision tower) is compared on every other tensor; the
 exclusion is listed in NOT_MODELED with the construct that is missing.
 
@@ -84,7 +85,7 @@ QUANT_SIBLINGS = (".weight_scale_inv",)
 NOT_MODELED: dict[str, dict[str, str]] = {
     "Qwen3-VL-8B-Instruct": {
         "model.visual.": "vision tower and DeepStack: no image-patch model input (a runtime size beyond B, s, c) "
-        "and no append streams (read: each) yet",
+        "yet; DeepStack itself is an append stream (read: each, tests/test_streams.py)",
     },
     # Qwen3.5: the language model only; tests/test_families_recurrent.py derives the
     # excluded vision-tower count from vision_config and checks it equals these tensors
@@ -129,17 +130,43 @@ def _inventory_for(con, model: str) -> dict:
     return inv
 
 
+# Inventories built from a trimmed config that lacks q_lora_rank, which transformers then
+# filled with DeepseekV2Config's default (1536): the inventory has q_a_proj [1536, d],
+# q_a_layernorm [1536] and q_b_proj [h·(nope+rope), 1536] in every layer, while the real
+# checkpoint has no query bottleneck (DeepSeek's inference config_16B: q_lora_rank 0;
+# DeepseekV2Attention with q_lora_rank None builds one q_proj [h·(nope+rope), d]).  Those
+# three tensors are replaced by q_proj, its shape derived from the config.
+NO_QUERY_LORA: dict[str, str] = {
+    "DeepSeek-V2-Lite": "MLC preset deepseek_v2_lite drops q_lora_rank (shared/data/configs/SOURCES.md)",
+}
+QUERY_LORA_TENSORS = ("self_attn.q_a_proj.weight", "self_attn.q_a_layernorm.weight", "self_attn.q_b_proj.weight")
+
+
+def _without_query_lora(inv: dict, tensors: list[dict]) -> list[dict]:
+    cfg = inv["config"]
+    assert "q_lora_rank" not in cfg, "the config now states q_lora_rank: rebuild the inventory, drop NO_QUERY_LORA"
+    q_proj = [cfg["num_attention_heads"] * (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]), cfg["hidden_size"]]
+    out = []
+    for t in tensors:
+        if t["name"].endswith(QUERY_LORA_TENSORS[0]):
+            out.append({**t, "name": t["name"].removesuffix("q_a_proj.weight") + "q_proj.weight", "shape": q_proj})
+        elif not t["name"].endswith(QUERY_LORA_TENSORS):
+            out.append(t)
+    return out
+
+
 def logical_tensors(inv: dict) -> list[dict]:
     excluded = tuple(NOT_MODELED.get(inv.get("model"), {}))
     names = {t["name"] for t in inv["checkpoint_tensors"]}
     logical = (_logical(t, names) for t in inv["checkpoint_tensors"])
-    return [
+    out = [
         t
         for t in logical
         if t is not None
         and not t["name"].endswith(QUANT_SIBLINGS)
         and not (excluded and t["name"].startswith(excluded))
     ]
+    return _without_query_lora(inv, out) if inv.get("model") in NO_QUERY_LORA else out
 
 
 def mtp_module_tensors(inv: dict) -> dict[str, tuple[str, list[int]]]:
@@ -178,13 +205,36 @@ def dropped_layer_params(inv: dict) -> dict[str, int]:
     n_mtp = cfg.get("num_nextn_predict_layers", 0) if inv["ignored_on_load"] else 0
     if not n_mtp:
         return {}
-    d, vocab, last = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"] - 1
+    d, vocab = cfg["hidden_size"], cfg["vocab_size"]
     by_role = {"mtp": 2 * vocab * d + 3 * d + 2 * d * d}
-    for t in logical_tensors(inv):
-        if t["name"].startswith(f"model.layers.{last}."):
-            role = inventory_role(t["name"])
-            by_role[role] = by_role.get(role, 0) + math.prod(t["shape"])
+    for name, shape in mtp_decoder_layer(inv).items():
+        role = inventory_role(f"model.layers.0.{name}")
+        by_role[role] = by_role.get(role, 0) + math.prod(shape)
     return {role: n * n_mtp for role, n in by_role.items()}
+
+
+def mtp_decoder_layer(inv: dict) -> dict[str, list[int]]:
+    """The decoder layer inside a DeepSeek-style MTP layer (names after ``model.layers.N.``):
+    the inventory's last decoder layer.  Where the config lists per-layer indexer types
+    (IndexShare, GLM-5.2: a "shared" layer has no indexer and reuses the latest "full"
+    layer's top-k), the MTP layer runs its own indexer — its forward has no earlier layer to
+    share with — so its indexer tensors are those of the last "full" layer."""
+    cfg, tensors = inv["config"], logical_tensors(inv)
+    last = cfg["num_hidden_layers"] - 1
+    out = {
+        t["name"].removeprefix(f"model.layers.{last}."): list(t["shape"])
+        for t in tensors
+        if t["name"].startswith(f"model.layers.{last}.")
+    }
+    types = cfg.get("indexer_types") or []
+    if types and types[-1] != "full":
+        full = max(i for i, kind in enumerate(types) if kind == "full")
+        out |= {
+            t["name"].removeprefix(f"model.layers.{full}."): list(t["shape"])
+            for t in tensors
+            if t["name"].startswith(f"model.layers.{full}.self_attn.indexer.")
+        }
+    return out
 
 
 def test_catalog_has_the_required_models():
@@ -261,9 +311,7 @@ def expected_tensors(inv: dict) -> dict[str, list[int]]:
     d, vocab, n = cfg.get("hidden_size"), cfg.get("vocab_size"), cfg.get("num_hidden_layers")
     for k in range(n_mtp):
         prefix = f"model.layers.{n + k}."
-        for t in logical_tensors(inv):
-            if t["name"].startswith(f"model.layers.{n - 1}."):
-                out[prefix + t["name"].removeprefix(f"model.layers.{n - 1}.")] = list(t["shape"])
+        out |= {prefix + name: shape for name, shape in mtp_decoder_layer(inv).items()}
         out |= {
             prefix + "embed_tokens.weight": [vocab, d],
             prefix + "enorm.weight": [d],

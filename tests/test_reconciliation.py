@@ -38,7 +38,13 @@ from archsql.store import write_checkpoint
 from archsql.validate import validate
 from tests.conftest import FIXTURES, load_inventory
 from tests.test_ingest_headers import write_header
-from tests.test_inventory_params import NOT_MODELED, expected_tensors, logical_tensors
+from tests.test_inventory_params import (
+    NO_QUERY_LORA,
+    NOT_MODELED,
+    _without_query_lora,
+    expected_tensors,
+    logical_tensors,
+)
 
 MINILM = FIXTURES / "tensors" / "sentence-transformers__all-MiniLM-L6-v2.safetensors_header.json"
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
@@ -113,9 +119,11 @@ def synthetic_tensors(inv: dict) -> dict[str, tuple[str, list[int]]]:
         return base
 
     excluded = tuple(NOT_MODELED.get(model, {}))
+    stored = inv["checkpoint_tensors"]
+    stored = _without_query_lora(inv, stored) if model in NO_QUERY_LORA else stored  # test_inventory_params
     out = {
         t["name"]: (disk_dtype(t), list(t["shape"]))
-        for t in inv["checkpoint_tensors"]
+        for t in stored
         if not (excluded and t["name"].startswith(excluded))
     }
     # layers dropped on load: a tensor with the same name within a layer as an inventory tensor

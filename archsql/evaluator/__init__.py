@@ -12,7 +12,7 @@ from pathlib import Path
 
 from archsql.errors import EvaluationError, ShapeError, SpecError
 from archsql.evaluator.analysis import Analysis, build_tables
-from archsql.evaluator.expand import expand
+from archsql.evaluator.expand import expand, stack_stream_names
 from archsql.evaluator.walk import walk
 from archsql.schema.spec import Where, parse_model
 from archsql.schema.tables import PHASES
@@ -55,6 +55,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         spec.outputs,
         spec.where.get("outputs"),
         spec.where.get("graph", Where(spec.file, None, None, "$.graph")),
+        stack_stream_names(spec),
     )
     if col.issues:
         raise SpecError(issues=col.issues)

@@ -94,6 +94,7 @@ def build_tables(
         )
         for layer, template in enumerate(st.schedule, start=st.first_layer):
             rows["layer_schedule"].append({"model": model_name, "stack": st_name, "layer": layer, "template": template})
+    _emit_streams(rows, model_name, walks)
     seen: set[str] = set()
     for phase in PHASES:
         w = walks[phase]
@@ -301,6 +302,79 @@ def _emit(rows, model: str, phase: str, uid: str, quantity: str, expr: sympy.Exp
     )
 
 
+def _emit_streams(rows, model: str, walks: dict[str, Walk]) -> None:
+    """``streams``: every stream of every stack (carried, internal, append) with its
+    producers, readers (both phases) and ``src``; ``stream_reads``: for every reading layer
+    (or model-graph node) the layers whose values it reads — for read: all / concat the
+    history length → layers distribution (``group by elements``)."""
+    first = walks[PHASES[0]].program
+    readers: dict[str, list[str]] = {}
+    producers: dict[str, list[str]] = {}
+    reads: dict[tuple, dict] = {}
+    for phase in PHASES:
+        program = walks[phase].program
+        for node in program.nodes:
+            for ref in node.inputs:
+                if ref.kind != "stream":
+                    continue
+                key = ref.stream if not program.is_carried(ref) else f"{ref.name}:{ref.stream}"
+                readers.setdefault(key, []).append(node.uid)
+                if program.is_carried(ref):
+                    continue
+                stream, stacks = program.streams[ref.stream], program.stacks
+                for j, refs in program.stream_reads(ref, node):
+                    layer = None if j is None else j + stacks[node.stack].first_layer
+                    elements = stream.elements(program, node.stack, j)
+                    reads.setdefault(
+                        (ref.stream, node.stack, layer),
+                        {
+                            "model": model,
+                            "stream": ref.stream,
+                            "stack": node.stack,
+                            "layer": layer,
+                            "template": node.template,
+                            "elements": len(refs),
+                            "element_layers": [i + stacks[stream.stack].first_layer for i in elements],
+                        },
+                    )
+        for name, stream in program.streams.items():
+            st = program.stacks.get(stream.stack)
+            if st is None:
+                continue
+            producers.setdefault(name, [])
+            producers[name] += [
+                ref.name for i in stream.layers if (ref := program.element_ref(stream, i)) and ref.kind == "node"
+            ]
+        for st_name, st in program.stacks.items():
+            producers.setdefault(f"{st_name}:{st.stream}", [])
+            producers[f"{st_name}:{st.stream}"] += [r.name for r in st.outputs.values() if r.kind == "node"]
+    for st_name, st in first.stacks.items():
+        for name, spec in st.spec.stream_specs.items():
+            stream = first.streams.get(name)
+            if spec.kind == "carried":
+                key, layers = f"{st_name}:{name}", list(range(st.layers))
+            elif stream is not None and stream.stack == st_name:
+                key, layers = name, stream.layers
+            else:
+                continue
+            rows["streams"].append(
+                {
+                    "model": model,
+                    "stack": st_name,
+                    "stream": name,
+                    "kind": spec.kind,
+                    "read": spec.read,
+                    "archive_at": spec.at,
+                    "source": spec.source,
+                    "layers": [i + st.first_layer for i in layers],
+                    "producers": list(dict.fromkeys(producers.get(key, []))),
+                    "readers": list(dict.fromkeys(readers.get(key, []))),
+                    "src": spec.src,
+                }
+            )
+    rows["stream_reads"].extend(reads.values())
+
+
 def _sources(w: Walk, node, ref):
     """Producer uids of one input reference (a carried stream has several)."""
     if ref.kind == "node":
@@ -308,6 +382,14 @@ def _sources(w: Walk, node, ref):
     if ref.kind == "input":
         return [(None, None)]
     st = w.program.stacks[ref.name]
+    if ref.stream != st.stream:  # an internal / append stream: the producers of the values it reads
+        sources = [
+            (src, ref.stream)
+            for _, refs in w.program.stream_reads(ref, node)
+            for element in refs
+            for src, _ in _sources(w, node, element)
+        ]
+        return list(dict.fromkeys(sources))
     if node.stack != ref.name and not st.schedule:  # an empty stack passes its input through
         return _sources(w, node, st.input)
     if node.stack != ref.name:  # after the stack: the last layer's output

@@ -8,6 +8,14 @@ template is expanded once; the schedule says how many layers use it.  A template
 ``dims:`` overrides (``{n_kv_heads: n_kv_heads_swa, window: 0}``) are substituted into the
 dim expressions of its nodes and cache declarations as it is expanded, so per-layer-type
 sizes stay distinct dims and every symbolic formula stays unambiguous.
+
+Streams (docs/specir.md "Streams"): besides the carried residual, a stack may declare
+internal streams (a node's value in one layer, read by a later layer: the latest producing
+layer's value) and append streams (values archived on chosen layers, read ``each`` / ``all``
+/ ``concat``).  Components read them by name (``reads:``), the model graph as
+``<stack node>.<stream>``.  A template whose layers see different archive lengths
+(``read: all`` / ``concat`` inside the archiving stack) is expanded once per length, as the
+group template ``<template>@<length>``; the schedule names the group of every layer.
 """
 
 from __future__ import annotations
@@ -21,14 +29,15 @@ import sympy
 from archsql.errors import Issue, did_you_mean, unknown_name
 from archsql.schema.checks import Collector, type_name
 from archsql.schema.expr import ExprSyntaxError, parse_dim_expr, substitute_dims
-from archsql.schema.spec import CacheEntry, ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, Where
+from archsql.schema.spec import CacheEntry, ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, StreamSpec, Where
 from archsql.schema.validate import _add, check_graph, dim_symbols
 from archsql.schema.yamlsrc import LocList
 
 
 @dataclass(frozen=True)
 class Ref:
-    """An input reference: a node uid, a model input, or a stack's carried stream."""
+    """An input reference: a node uid, a model input, or a stack's stream (its carried
+    stream, or an internal / append stream it declares: ``Program.streams``)."""
 
     kind: str  # 'node' | 'input' | 'stream'
     name: str  # uid, input name, or stack name
@@ -69,6 +78,53 @@ class StackIR:
 
 
 @dataclass
+class StreamIR:
+    """An internal or append stream of a stack after expansion: the layers that produce
+    (internal) or archive (append) it, and the nodes that read it."""
+
+    spec: StreamSpec
+    stack: str  # the stack that declares it
+    carried: str  # that stack's carried stream (an append stream may archive it)
+    layers: list[int] = field(default_factory=list)  # producing / archived layers (0-based in the stack)
+    readers: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (uid, stack, template)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def from_carried(self) -> bool:
+        return self.spec.source == self.carried
+
+    def elements(self, program: Program, stack: str | None, layer: int | None) -> list[int]:
+        """The producing / archived layers a reader in layer ``layer`` of ``stack`` reads
+        (``stack`` None: a model-graph node after the stacks; another stack: runs later)."""
+        same = stack == self.stack
+        if self.spec.kind == "internal":
+            return [i for i in self.layers if not same or i < layer][-1:]  # the latest value
+        if self.spec.read == "each":
+            order = self.reading_layers(program)
+            k = order.index((stack, layer)) if (stack, layer) in order else len(self.layers)
+            return self.layers[k : k + 1]
+        return self.layers if not same else self.history(layer)
+
+    def history(self, layer: int) -> list[int]:
+        """Archived layers a later layer ``layer`` of the archiving stack can read: archived
+        after an earlier layer, or before this one or an earlier one."""
+        return [i for i in self.layers if (i < layer if self.spec.at == "after" else i <= layer)]
+
+    def reading_layers(self, program: Program) -> list[tuple[str | None, int | None]]:
+        """Every (stack, layer) with a reader, in run order (stacks in graph order)."""
+        order = list(program.stacks)
+        seen = {
+            (stack, layer)
+            for _, stack, template in self.readers
+            for layer in (program.template_layer_list(stack, template) if stack else [None])
+        }
+        return sorted(seen, key=lambda sl: (order.index(sl[0]) if sl[0] in order else len(order), sl[1] or 0))
+
+
+@dataclass
 class Program:
     """One phase of a model: nodes in dataflow order, stacks with their schedules."""
 
@@ -77,9 +133,34 @@ class Program:
     nodes: list[IRNode]
     stacks: dict[str, StackIR]
     outputs: dict[str, Ref]  # model graph name -> ref
+    streams: dict[str, StreamIR] = field(default_factory=dict)  # internal and append streams by name
 
     def template_layers(self, stack: str, template: str) -> int:
         return self.stacks[stack].schedule.count(template)
+
+    def template_layer_list(self, stack: str, template: str | None) -> list[int]:
+        return [i for i, t in enumerate(self.stacks[stack].schedule) if t == template]
+
+    def is_carried(self, ref: Ref) -> bool:
+        return ref.kind == "stream" and ref.stream == self.stacks[ref.name].stream
+
+    def stream_reads(self, ref: Ref, node: IRNode) -> list[tuple[int | None, list[Ref]]]:
+        """What ``node`` reads through the stream ``ref``: for each layer it runs in (None
+        outside any stack), the values (refs) of the layers it reads, in archive order."""
+        stream = self.streams[ref.stream]
+        layers = self.template_layer_list(node.stack, node.template) if node.stack else [None]
+        return [
+            (j, [r for i in stream.elements(self, node.stack, j) if (r := self.element_ref(stream, i))]) for j in layers
+        ]
+
+    def element_ref(self, stream: StreamIR, layer: int) -> Ref | None:
+        """The value a stream holds from layer ``layer`` of its stack."""
+        st = self.stacks[stream.stack]
+        if stream.from_carried:
+            if stream.spec.at == "before":  # entering the layer: the previous layer's output
+                return st.input if layer == 0 else st.outputs.get(st.schedule[layer - 1])
+            return st.outputs.get(st.schedule[layer])
+        return Ref("node", f"{stream.stack}/{st.schedule[layer]}/{stream.spec.source}")
 
 
 def _first_path(*candidates: str | None) -> str:
@@ -100,6 +181,23 @@ class _Expander:
         self.symbols = dim_symbols(library.dims)
         self.subst: dict[str, str] = {}  # the template being expanded: dim -> expression it reads
         self.subst_used: set[str] = set()
+        # streams: declared (name -> owning stack spec), expanded, and every read (uid, stream, stack, template)
+        self.declared: dict[str, tuple[StackSpec, StreamSpec]] = {}
+        for st in model.stacks.values():
+            for name, sspec in st.stream_specs.items():
+                if sspec.kind == "carried":
+                    continue
+                if name in self.declared:
+                    _add(
+                        col,
+                        sspec.where,
+                        f"stream '{name}' is declared on stacks '{self.declared[name][0].name}' and '{st.name}'",
+                        hint="components read streams by name: give each stream its own name",
+                    )
+                self.declared.setdefault(name, (st, sspec))
+        self.streams: dict[str, StreamIR] = {}
+        self.reads: list[tuple[str, str, str | None, str | None]] = []
+        self.expanded_stacks: set[str] = set()
 
     # -- components -------------------------------------------------------------------
     def component(self, fill: SlotFill) -> ComponentSpec | None:
@@ -140,7 +238,11 @@ class _Expander:
             )
             return {}
         scope: dict[str, Ref] = dict(zip(comp.inputs, bound_inputs, strict=True))
-        order = check_graph(Collector(comp.file), comp.graph, comp.inputs, comp.outputs, None, where)
+        for name in comp.reads:
+            ref = self.stream_ref(name, comp, stack)
+            if ref is not None:
+                scope[name] = ref
+        order = check_graph(Collector(comp.file), comp.graph, [*comp.inputs, *comp.reads], comp.outputs, None, where)
         container = self.library.roles.get(comp.role, {}).get("container", False)
         cache_of = {}
         for entry in comp.cache:
@@ -219,8 +321,93 @@ class _Expander:
                     rename,
                 )
             )
+            self.reads.extend(
+                (uid, r.stream, stack, template) for r in inputs if r.kind == "stream" and r.stream in self.declared
+            )
             scope[name] = Ref("node", uid)
         return {o: scope[o] for o in comp.outputs if o in scope}
+
+    # -- streams ----------------------------------------------------------------------
+    def stream_ref(self, name: str, comp: ComponentSpec, stack: str | None) -> Ref | None:
+        """The stream a component reads by name: declared on its own stack or on one that ran."""
+        where = comp.where.get("reads", Where(comp.file, None, None, "$.reads"))
+        if name not in self.declared:
+            carried = {
+                n for st in self.model.stacks.values() for n, ss in st.stream_specs.items() if ss.kind == "carried"
+            }
+            if name in carried:
+                _add(
+                    self.col,
+                    where,
+                    f"component '{comp.name}' reads the carried stream '{name}', which enters a block as its input",
+                    hint="'reads:' names a stack's internal or append streams; the carried value is the first input",
+                )
+                return None
+            message, hint = unknown_name("stream", name, self.declared)
+            _add(
+                self.col,
+                where,
+                f"component '{comp.name}' reads {message}",
+                hint=(hint if self.declared else "no stack declares streams besides its carried one")
+                + f"; declare it on the stack: streams: {{ {name}: {{ from: <slot.node path>, src: … }} }}",
+            )
+            return None
+        owner = self.declared[name][0].name
+        if owner != stack and owner not in self.expanded_stacks:
+            _add(
+                self.col,
+                where,
+                f"component '{comp.name}' (stack '{stack}') reads stream '{name}' of stack '{owner}', which runs later",
+                hint=f"a stream is read after its stack runs: put stack '{owner}' before '{stack}' in the model graph",
+            )
+            return None
+        return Ref("stream", owner, name)
+
+    def stream_layers(self, spec: StreamSpec, layers: int, stack: str) -> list[int] | None:
+        """The layers an append stream archives: [i, …], 'a:b[:step]', 'all' or {every: k}."""
+        raw = spec.layers
+        where = spec.keys_where.get(spec.at, spec.where)
+        if raw == "all":
+            return list(range(layers))
+        if isinstance(raw, dict) and set(raw) == {"every"}:
+            k = self.bound_int(str(raw["every"]))
+            if k is not False and k > 0:
+                return list(range(k - 1, layers, k)) if spec.at == "after" else list(range(0, layers, k))
+            idx = None
+        else:
+            idx = _layer_indices(raw, layers, self.bound_int)
+        if idx is None:
+            _add(
+                self.col,
+                where,
+                f"stream '{spec.name}': '{spec.at}:' takes the layers to archive",
+                expected="[i, …], 'a:b[:step]', all, or {every: k} (every k-th layer)",
+                got=type_name(raw),
+            )
+            return None
+        bad = [i for i in idx if not 0 <= i < layers]
+        twice = sorted({i for i in idx if idx.count(i) > 1})
+        if bad or twice:
+            _add(
+                self.col,
+                where,
+                f"stream '{spec.name}' archives "
+                + (f"layer {bad[0]}, outside 0..{layers - 1} of stack '{stack}'" if bad else f"layer {twice[0]} twice"),
+                expected=f"distinct layers in 0..{layers - 1}",
+                got=str(bad[0] if bad else twice[0]),
+            )
+            return None
+        return sorted(idx)
+
+    def history_streams(self, stack: str, reads) -> list[str]:
+        """Append streams of ``stack`` read whole (all / concat) by the reads given: their
+        length grows with the reading layer."""
+        names = {r[1] for r in reads}
+        return sorted(
+            n
+            for n in names
+            if n in self.streams and self.streams[n].stack == stack and self.streams[n].spec.read in ("all", "concat")
+        )
 
     # -- per-template dims ------------------------------------------------------------
     def substituted(self, dims: dict[str, Any]) -> dict[str, Any]:
@@ -283,7 +470,15 @@ class _Expander:
         scope: dict[str, Ref] = {name: Ref("input", name) for name in model.inputs}
         stacks: dict[str, StackIR] = {}
         root = model.where.get("graph", Where(model.file, None, None, "$.graph"))
-        order = check_graph(self.col, model.graph, model.inputs, model.outputs, model.where.get("outputs"), root)
+        order = check_graph(
+            self.col,
+            model.graph,
+            model.inputs,
+            model.outputs,
+            model.where.get("outputs"),
+            root,
+            stack_stream_names(model),
+        )
         for name in order:
             node = model.graph[name]
             inputs = [scope[r] for r in node.inputs if r in scope]
@@ -294,6 +489,8 @@ class _Expander:
                 if st is not None:
                     stacks[node.stack] = st
                     scope[name] = Ref("stream", node.stack, st.stream)
+                    for stream in stack_stream_names(model).get(name, []):
+                        scope[f"{name}.{stream}"] = Ref("stream", node.stack, stream)
                 continue
             if node.slot is not None:
                 continue
@@ -313,6 +510,9 @@ class _Expander:
                     spec=node,
                 )
             )
+            self.reads.extend(
+                (name, r.stream, None, None) for r in inputs if r.kind == "stream" and r.stream in self.declared
+            )
             scope[name] = Ref("node", name)
         outputs = {o: scope[o] for o in model.outputs if o in scope}
         unused = [t for t in model.templates if t not in self.scheduled]
@@ -323,7 +523,188 @@ class _Expander:
                 f"template '{unused[0]}' is declared but no stack schedules it",
                 hint="remove it or add it to a schedule",
             )
-        return Program(model, self.phase, self.nodes, stacks, outputs)
+        program = Program(model, self.phase, self.nodes, stacks, outputs, self.streams)
+        if not self.col.issues:
+            for stream in self.streams.values():
+                if stream.stack in stacks and stacks[stream.stack].layers:
+                    self.check_stream(program, stream)
+        if not self.col.issues:
+            program.nodes = self.dataflow_order(program)
+        return program
+
+    def check_stream(self, program: Program, stream: StreamIR) -> None:
+        """Producers, readers and their layers: a stream nobody produces or reads, a reader
+        before any producer, a read: each with more readers than elements — located at the
+        stream's declaration in the model."""
+        spec, st = stream.spec, program.stacks[stream.stack]
+        at = spec.keys_where.get
+
+        def issue(key: str, message: str, **kw) -> None:
+            _add(self.col, at(key, spec.where), message, **kw)
+
+        uids = {n.uid for n in self.nodes}
+        stream.readers = list(dict.fromkeys((u, stk, t) for u, name, stk, t in self.reads if name == spec.name))
+        if stream.from_carried:
+            if spec.kind == "internal":
+                issue(
+                    "from",
+                    f"stream '{spec.name}' reads the carried stream '{stream.carried}', which every layer already "
+                    "passes to the next: to read chosen layers' values later, archive them",
+                    hint=f"use an append stream: {{ from: {stream.carried}, after: [i, …], read: each | all | concat }}",
+                )
+                return
+        else:
+            templates = list(dict.fromkeys(st.schedule))
+            producers = [t for t in templates if f"{stream.stack}/{t}/{spec.source}" in uids]
+            if not producers:
+                paths = {n.uid.split("/", 2)[2] for n in self.nodes if n.stack == stream.stack}
+                issue(
+                    "from",
+                    f"stream '{spec.name}' has no producer: no template of stack '{stream.stack}' has node "
+                    f"'{spec.source}'",
+                    hint=did_you_mean(spec.source, paths)
+                    or "from: names a node as <slot>.<node>, its uid without '<stack>/<template>/' "
+                    "(e.g. self_attn.index_topk), or the carried stream",
+                )
+                return
+            if spec.at == "before":
+                issue(
+                    "before",
+                    f"stream '{spec.name}' archives node '{spec.source}' at layer entry, before the node runs",
+                    hint=f"'before:' archives the carried stream ({stream.carried}) entering a layer; "
+                    "a node's value is archived with 'after: [i, …]'",
+                )
+                return
+            if spec.kind == "internal":
+                stream.layers = [i for i, t in enumerate(st.schedule) if t in producers]
+            missing = [i for i in stream.layers if st.schedule[i] not in producers]
+            if missing:
+                issue(
+                    spec.at,
+                    f"stream '{spec.name}' archives layer {missing[0]}, whose template '{st.schedule[missing[0]]}' "
+                    f"has no node '{spec.source}'",
+                    hint=f"archive only layers of templates {', '.join(producers)}",
+                )
+                return
+        if not stream.readers:
+            issue(
+                "from",
+                f"stream '{spec.name}' has no reader",
+                hint=f"read it in a component ('reads: [{spec.name}]' and 'in: [..., {spec.name}]') or in the model "
+                f"graph ('in: <stack node>.{spec.name}'), or remove it",
+            )
+            return
+        name = spec.name
+        if spec.kind == "internal":
+            for _, stack, template in stream.readers:
+                if stack != stream.stack:
+                    continue
+                for j in program.template_layer_list(stack, template):
+                    if not stream.elements(program, stack, j):
+                        first = stream.layers[0]
+                        issue(
+                            "from",
+                            f"layer {j} (template '{template}') of stack '{stack}' reads stream '{name}' before any "
+                            f"layer produces it (first producer: layer {first}, template '{st.schedule[first]}')",
+                            hint="an internal stream is read by a LATER layer: schedule a producing template first, "
+                            "or give the early layers a template that produces its own value",
+                        )
+                        return
+            return
+        archived = ", ".join(map(str, stream.layers))
+        if spec.read == "each":
+            outside = [u for u, stack, _ in stream.readers if stack is None]
+            if outside:
+                issue(
+                    "read",
+                    f"node '{outside[0]}' reads stream '{name}' (read: each) outside any stack",
+                    hint="read: each gives the j-th archived element to the j-th reading layer; a model-graph node "
+                    "reads the whole archive: read: concat or read: all",
+                )
+                return
+            order = stream.reading_layers(program)
+            n, m = len(order), len(stream.layers)
+            if n != m:
+                issue(
+                    "read",
+                    f"stream '{name}' (read: each) is read by {n} layer(s) but archives {m} element(s)"
+                    + (f" ({spec.at} layers {archived})" if m else ""),
+                    expected=f"{m} reading layer(s), the j-th reading the j-th element",
+                    got=f"{n} reading layers: " + ", ".join(f"{stk} {j}" for stk, j in order[:8]),
+                    hint=(
+                        f"archive one element per reading layer ({spec.at}: [i, …] with {n} layers), "
+                        "or read the whole archive: read: all | concat"
+                        if n > m
+                        else f"archive only what is read ({spec.at}: [i, …] with {n} layers)"
+                    ),
+                )
+                return
+            for (stack, j), i in zip(order, stream.layers, strict=True):
+                if stack == stream.stack and (i >= j if spec.at == "after" else i > j):
+                    issue(
+                        "read",
+                        f"layer {j} of stack '{stack}' reads element {order.index((stack, j))} of stream '{name}', "
+                        f"archived {spec.at} layer {i}, which has not run yet",
+                        hint="the j-th reading layer must come after the j-th archived layer",
+                    )
+                    return
+            return
+        for _, stack, template in stream.readers:
+            if stack != stream.stack:
+                continue
+            for j in program.template_layer_list(stack, template):
+                if not stream.elements(program, stack, j):
+                    issue(
+                        spec.at,
+                        f"layer {j} (template '{template.split('@')[0]}') of stack '{stack}' reads stream '{name}' "
+                        f"(read: {spec.read}) before anything is archived ({spec.at} layers {archived})",
+                        hint=f"archive a layer before the first reader ({spec.at}: [i, …]), or schedule "
+                        "a template that does not read it for the early layers",
+                    )
+                    return
+
+    def dataflow_order(self, program: Program) -> list[IRNode]:
+        """The nodes with every stream producer before its readers (a stable topological
+        order: templates expand in schedule order, a reader may come before its producer)."""
+        import heapq
+
+        index = {n.uid: i for i, n in enumerate(program.nodes)}
+        deps: dict[str, set[str]] = {}
+        for node in program.nodes:
+            d = {r.name for r in node.inputs if r.kind == "node"}
+            for r in node.inputs:
+                if r.kind == "stream" and not program.is_carried(r):
+                    d |= {e.name for _, refs in program.stream_reads(r, node) for e in refs if e.kind == "node"}
+            deps[node.uid] = {u for u in d if u in index and u != node.uid}
+        users: dict[str, list[str]] = {u: [] for u in index}
+        for u, d in deps.items():
+            for v in d:
+                users[v].append(u)
+        indeg = {u: len(d) for u, d in deps.items()}
+        ready = [index[u] for u, k in indeg.items() if k == 0]
+        heapq.heapify(ready)
+        out: list[IRNode] = []
+        while ready:
+            node = program.nodes[heapq.heappop(ready)]
+            out.append(node)
+            for u in users[node.uid]:
+                indeg[u] -= 1
+                if indeg[u] == 0:
+                    heapq.heappush(ready, index[u])
+        if len(out) < len(program.nodes):
+            stuck = [n for n in program.nodes if indeg[n.uid] > 0]
+            reader = next(n for n in stuck if any(r.kind == "stream" and not program.is_carried(r) for r in n.inputs))
+            name = next(r.stream for r in reader.inputs if r.kind == "stream" and not program.is_carried(r))
+            spec = program.streams[name].spec
+            _add(
+                self.col,
+                spec.keys_where.get("from", spec.where),
+                f"stream '{name}' feeds its own producer: '{reader.uid}' reads it and the producer depends on it",
+                hint="a value every layer updates from the previous one is the carried stream "
+                "(a multi-copy residual: one carried stream with an extra axis)",
+            )
+            return program.nodes
+        return out
 
     def expand_stack(self, node: NodeSpec, inputs: list[Ref]) -> StackIR | None:
         model = self.model
@@ -341,8 +722,8 @@ class _Expander:
                 got="no input",
             )
             return None
-        carried = [n for n, st in spec.streams.items() if isinstance(st, dict) and st.get("carries") is True]
-        if len(carried) != 1:
+        carried = [n for n, st in spec.stream_specs.items() if st.kind == "carried"]
+        if not carried:
             _add(
                 self.col,
                 spec.where,
@@ -382,37 +763,40 @@ class _Expander:
         if schedule is None:
             return None
         stream_ref = Ref("stream", spec.name, carried[0])
+        for name, sspec in spec.stream_specs.items():
+            if sspec.kind == "carried" or self.declared.get(name, (None,))[0] is not spec:
+                continue
+            stream = StreamIR(sspec, spec.name, carried[0])
+            if sspec.kind == "append" and layers:
+                archived = self.stream_layers(sspec, layers, spec.name)
+                if archived is None:
+                    continue
+                stream.layers = archived
+            self.streams[name] = stream
         outputs: dict[str, Ref] = {}
+        schedule = list(schedule)
         for template in dict.fromkeys(schedule):
-            fills = {**self.model.components, **self.model.templates[template]}
-            block = fills.get("block")
-            if block is None:
-                _add(
-                    self.col,
-                    self.model.templates_where[template],
-                    f"template '{template}' has no 'block' component",
-                    hint="add 'block: <component>' to the template or to the model's components",
-                )
+            start, reads_start = len(self.nodes), len(self.reads)
+            out = self.expand_template(spec, template, template, [stream_ref, *inputs[1:]])
+            history = self.history_streams(spec.name, self.reads[reads_start:])
+            t_layers = [j for j, t in enumerate(schedule) if t == template]
+            lengths = {j: tuple(len(self.streams[h].history(j)) for h in history) for j in t_layers}
+            groups = sorted(set(lengths.values()))
+            if len(groups) > 1:  # layers see archives of different lengths: one expansion per length
+                del self.nodes[start:]
+                del self.reads[reads_start:]
+                for key in groups:
+                    group = f"{template}@{'_'.join(map(str, key))}"
+                    out = self.expand_template(spec, template, group, [stream_ref, *inputs[1:]])
+                    if out is not None:
+                        outputs[group] = out
+                    for j in t_layers:
+                        if lengths[j] == key:
+                            schedule[j] = group
                 continue
-            comp = self.component(block)
-            if comp is None:
-                continue
-            self.subst, self.subst_used = self.template_overrides(template), set()
-            outs = self.expand_component(
-                comp,
-                f"{spec.name}/{template}/",
-                f"{spec.path}.{{layer}}.",
-                [stream_ref, *inputs[1:]],
-                fills,
-                block.rename,
-                spec.name,
-                template,
-                block.where,
-            )
-            self.check_overrides_used(template)
-            self.subst = {}
-            if len(comp.outputs) == 1 and comp.outputs[0] in outs:
-                outputs[template] = outs[comp.outputs[0]]
+            if out is not None:
+                outputs[template] = out
+        self.expanded_stacks.add(spec.name)
         first = self.bound_int(str(spec.first_layer))
         if first is False or first < 0:
             _add(
@@ -423,6 +807,40 @@ class _Expander:
             )
             return None
         return StackIR(spec, layers, repeat_expr, carried[0], inputs[0], schedule, outputs, first)
+
+    def expand_template(self, spec: StackSpec, template: str, name: str, inputs: list[Ref]) -> Ref | None:
+        """Expand block template ``template`` of stack ``spec`` once, as ``name`` (the
+        template itself, or one of its history-length groups); returns the block output."""
+        fills = {**self.model.components, **self.model.templates[template]}
+        block = fills.get("block")
+        if block is None:
+            _add(
+                self.col,
+                self.model.templates_where[template],
+                f"template '{template}' has no 'block' component",
+                hint="add 'block: <component>' to the template or to the model's components",
+            )
+            return None
+        comp = self.component(block)
+        if comp is None:
+            return None
+        self.subst, self.subst_used = self.template_overrides(template), set()
+        outs = self.expand_component(
+            comp,
+            f"{spec.name}/{name}/",
+            f"{spec.path}.{{layer}}.",
+            inputs,
+            fills,
+            block.rename,
+            spec.name,
+            name,
+            block.where,
+        )
+        self.check_overrides_used(template)
+        self.subst = {}
+        if len(comp.outputs) == 1 and comp.outputs[0] in outs:
+            return outs[comp.outputs[0]]
+        return None
 
     def bound_int(self, text: str):
         """A dim expression bound to an integer, or False."""
@@ -586,6 +1004,17 @@ class _Expander:
         return result if ok else None  # type: ignore[return-value]
 
 
+def stack_stream_names(model: ModelSpec) -> dict[str, list[str]]:
+    """Model-graph stack node → the internal / append streams its stack declares (read in
+    the model graph as ``<stack node>.<stream>``)."""
+    out: dict[str, list[str]] = {}
+    for name, node in model.graph.items():
+        st = model.stacks.get(node.stack) if node.stack else None
+        if st is not None:
+            out[name] = [n for n, ss in st.stream_specs.items() if ss.kind != "carried"]
+    return out
+
+
 def _templates_named(raw: Any) -> set[str]:
     """Template names a schedule spec mentions (string, entries, or a config map)."""
     if isinstance(raw, str):
@@ -630,4 +1059,4 @@ def expand(model: ModelSpec, library, dims: dict[str, int], phase: str, col: Col
     return _Expander(model, library, dims, phase, col, config or {}).run()
 
 
-__all__ = ["IRNode", "Issue", "Program", "Ref", "StackIR", "did_you_mean", "expand"]
+__all__ = ["IRNode", "Issue", "Program", "Ref", "StackIR", "StreamIR", "did_you_mean", "expand", "stack_stream_names"]

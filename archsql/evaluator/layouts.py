@@ -147,9 +147,27 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
         if ref.kind == "node":
             return layouts[ref.name].out if ref.name in layouts else REPLICATED
         st = program.stacks[ref.name]
+        if ref.stream != st.stream:  # internal / append stream: as its first value, history axis inserted
+            return _stream_layout(ref, node)
         if node.stack == ref.name:
             return stream_in.setdefault(ref.name, layout_of(st.input, node))
         return layout_of(st.input, node) if not st.schedule else _residual(layout_of(st.input, node))
+
+    def _stream_layout(ref, node) -> Layout:
+        reads = [e for _, refs in program.stream_reads(ref, node) for e in refs]
+        if not reads:
+            return REPLICATED
+        lay = layout_of(reads[0], node)
+        spec = program.streams[ref.stream].spec
+        rank = len(results[reads[0].name].shape) if reads[0].kind == "node" and reads[0].name in results else None
+        if spec.read == "all" and rank is not None:  # the new history axis shifts the axes after it
+            shape = results[reads[0].name].shape
+            pos = sum(1 for a in shape if a.runtime) if spec.axis is None else spec.axis % (rank + 1)
+            return Layout(tuple((a + (a >= pos), g) for a, g in lay.sharded), lay.partial)
+        if spec.read == "concat" and rank is not None:  # the joined axis is whole
+            join = (spec.axis if spec.axis is not None else -1) % rank
+            return Layout(tuple((a, g) for a, g in lay.sharded if a != join), lay.partial)
+        return lay
 
     def _parts_of(ref) -> dict[int, int | None]:
         if ref.kind == "node" and ref.name in layouts:

@@ -236,9 +236,78 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             res = results.get(ref.name)
             return res.shape if res else None
         st = program.stacks[ref.name]
+        if ref.stream != st.stream:  # an internal or append stream
+            return _stream_shape(ref, node)
         if node.stack == ref.name:  # inside the stack: the stream's value entering a layer
             return stack_shapes.get(f"{ref.name}:in") or _stack_input(st, node)
         return _stack_output(ref.name)
+
+    def _stream_shape(ref: Ref, node: IRNode) -> list[Axis] | None:
+        """What a reader sees of an internal / append stream: the producing layer's value
+        (internal, read: each), the archive stacked on a new history axis (read: all) or
+        joined along ``axis`` (read: concat).  Readers of one template see one length
+        (expand groups a template's layers by archive length)."""
+        stream = program.streams[ref.stream]
+        spec = stream.spec
+        per_layer = []
+        for _, refs in program.stream_reads(ref, node):
+            shapes = [shape_of(e, node) for e in refs]
+            if any(sh is None for sh in shapes):
+                return None
+            per_layer.append(shapes)
+        flat = [sh for shapes in per_layer for sh in shapes]
+        lengths = {len(shapes) for shapes in per_layer}
+        if not flat or len(lengths) != 1:  # pragma: no cover - expand checks readers and groups lengths
+            _add(col, spec.where, f"stream '{spec.name}': node '{node.uid}' reads archives of lengths {lengths}")
+            return None
+        n = lengths.pop()
+        first = flat[0]
+        join = None
+        if spec.read == "concat":
+            join = spec.axis if spec.axis is not None else -1
+            join = join + len(first) if join < 0 else join
+        for other in flat[1:]:
+            same_rank = len(other) == len(first)
+            if not same_rank or any(
+                a.value != b.value for k, (a, b) in enumerate(zip(first, other, strict=True)) if k != join
+            ):
+                _add(
+                    col,
+                    spec.where,
+                    f"stream '{spec.name}' holds values of different shapes across layers",
+                    expected="[" + ", ".join(a.label for a in first) + "]",
+                    got="[" + ", ".join(a.label for a in other) + "]",
+                    hint="every producing / archived layer must publish the same shape",
+                )
+                return None
+        if spec.kind == "internal" or spec.read == "each":
+            return first
+        if spec.read == "all":
+            lead = sum(1 for a in first if a.runtime)
+            pos = lead if spec.axis is None else (spec.axis if spec.axis >= 0 else len(first) + 1 + spec.axis)
+            if not 0 <= pos <= len(first):
+                _add(col, spec.keys_where.get("axis", spec.where), f"stream '{spec.name}': no axis {spec.axis}")
+                return None
+            history = Axis(str(n), sympy.Integer(n), sympy.Integer(n))
+            return [*first[:pos], history, *first[pos:]]
+        if not 0 <= join < len(first) or first[join].runtime:
+            _add(
+                col,
+                spec.keys_where.get("axis", spec.where),
+                f"stream '{spec.name}' (read: concat) joins along axis {spec.axis if spec.axis is not None else -1}",
+                expected="a model-dim axis of [" + ", ".join(a.label for a in first) + "]",
+                got=first[join].label if 0 <= join < len(first) else "no such axis",
+            )
+            return None
+        parts = [sh[join] for sh in flat[:n]]
+        joined = Axis(
+            f"{n}*{first[join].label}"
+            if all(a.value == first[join].value for a in parts)
+            else "+".join(a.label for a in parts),
+            sympy.Add(*(a.expr for a in parts)),
+            sympy.Add(*(a.value for a in parts)),
+        )
+        return [*first[:join], joined, *first[join + 1 :]]
 
     def _stack_input(st, node) -> list[Axis] | None:
         shape = shape_of(st.input, node)

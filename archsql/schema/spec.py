@@ -7,16 +7,29 @@ Cross-file references (components used by a model, ops, dims, roles) are checked
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archsql.errors import SpecError
+from archsql.errors import SpecError, did_you_mean
 from archsql.schema.checks import Collector, type_name
 from archsql.schema.yamlsrc import LocDict, load_yaml
 
 NODE_KEYS = ("op", "slot", "stack", "in", "dims", "weight_axes", "path", "role", "doc")
-COMPONENT_KEYS = ("component", "role", "doc", "inputs", "slots", "cache", "decode_variant", "graph", "outputs")
+MISPLACED_STREAM_KEYS = ("stream_out", "reads", "streams")  # node keys written for streams: rejected with the spelling
+COMPONENT_KEYS = (
+    "component",
+    "role",
+    "doc",
+    "inputs",
+    "reads",  # cross-layer streams the component reads by name (a stack's internal/append streams)
+    "slots",
+    "cache",
+    "decode_variant",
+    "graph",
+    "outputs",
+)
 MODEL_KEYS = (
     "model",
     "extends",
@@ -35,7 +48,12 @@ MODEL_KEYS = (
 )
 STACK_KEYS = ("repeat", "path", "streams", "schedule", "role", "first_layer")
 STACK_ROLES = ("decoder", "mtp")
-STREAM_KEYS = ("carries",)
+# A stack's streams (docs/specir.md "Streams"): the carried residual ({carries: true}), an
+# internal stream (from: <node path>, read by a later layer), or an append stream (from:
+# <node path> or the carried stream, archived after:/before: chosen layers, read: each|all|concat).
+STREAM_KEYS = ("carries", "from", "after", "before", "read", "axis", "src", "doc")
+STREAM_READS = ("each", "all", "concat")
+STREAM_KINDS = ("carried", "internal", "append")
 SLOT_FILL_KEYS = ("component", "path", "rename")
 TEMPLATE_DIMS_KEY = "dims"  # under templates.<t>: per-template dim overrides (not a slot)
 CACHE_KEYS = ("family", "entries")
@@ -111,6 +129,22 @@ class CacheEntry:
 
 
 @dataclass
+class StreamSpec:
+    """One declared stream of a stack (``stacks.<s>.streams.<name>``)."""
+
+    name: str
+    kind: str  # carried | internal | append
+    where: Where  # the stream's key
+    keys_where: dict[str, Where] = field(default_factory=dict)  # from/after/read/... -> where
+    source: str | None = None  # from: a node path inside the stack's templates, or the carried stream's name
+    at: str | None = None  # append: 'after' (layer exit) | 'before' (layer entry)
+    layers: Any = None  # append: [i, ...] | 'a:b[:step]' | 'all' | {every: k}
+    read: str | None = None  # append: each | all | concat
+    axis: int | None = None  # append, read all: where the history axis goes; concat: the axis joined
+    src: str | None = None  # a sentence with a back-quoted fragment of the model's forward source
+
+
+@dataclass
 class ComponentSpec:
     name: str
     file: str
@@ -124,6 +158,7 @@ class ComponentSpec:
     decode_variant: str | None = None
     doc: str = ""
     where: dict[str, Where] = field(default_factory=dict)  # top-level key -> where
+    reads: list[str] = field(default_factory=list)  # cross-layer streams read by name (used like inputs)
 
 
 @dataclass
@@ -145,6 +180,7 @@ class StackSpec:
     keys_where: dict[str, Where] = field(default_factory=dict)  # repeat/schedule/... -> where
     role: str = "decoder"  # decoder | mtp (multi-token-prediction layers: on disk, optional at serving)
     first_layer: Any = 0  # dim expression: index of the first layer in checkpoint paths
+    stream_specs: dict[str, StreamSpec] = field(default_factory=dict)  # parsed ``streams:``
 
 
 @dataclass
@@ -212,8 +248,19 @@ def _parse_graph(col: Collector, parent: Any, path: str, allow_slot: bool, allow
         if not isinstance(name, str) or not name.replace("_", "a").isalnum():
             col.add(obj, name, npath, f"node name {name!r} must be an identifier", hint="use letters, digits and '_'")
             continue
-        if not col.keys(raw, npath, NODE_KEYS, at=(obj, name)):
+        if not col.keys(raw, npath, (*NODE_KEYS, *MISPLACED_STREAM_KEYS), at=(obj, name)):
             continue
+        for key in MISPLACED_STREAM_KEYS:
+            if key in raw:
+                col.add(
+                    raw,
+                    key,
+                    f"{npath}.{key}",
+                    f"a node does not declare streams ('{key}:'); streams are declared on the stack, read by components",
+                    hint="publish a node's value on its stack: streams: { NAME: { from: <slot.node path>, src: … } }; "
+                    "read it in a component with 'reads: [NAME]' and 'in: [..., NAME]', or in the model graph "
+                    "with 'in: <stack node>.NAME'",
+                )
         node = NodeSpec(name=name, where=where)
         kinds = [k for k in ("op", "slot", "stack") if k in raw]
         if len(kinds) != 1:
@@ -366,6 +413,7 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
         file=str(path),
         role=role,
         inputs=_str_list(col, data, "inputs", "$") if "inputs" in data else [],
+        reads=_str_list(col, data, "reads", "$") if "reads" in data else [],
         graph=graph,
         outputs=_str_list(col, data, "outputs", "$") if "outputs" in data else [],
         slots=slots,
@@ -492,15 +540,19 @@ def _merge(base: LocDict, child: LocDict) -> LocDict:
     return out
 
 
+_CATALOG_MODELS = Path(__file__).parents[1] / "specs" / "models"
+
+
 def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ...] = ()) -> Any:
-    """A model may ``extends: OTHER`` (a model in the same folder): a derived model is data."""
+    """A model may ``extends: OTHER`` (a model in the same folder, else in the catalog): a
+    derived model is data."""
     if not isinstance(data, dict) or "extends" not in data:
         return data
     parent = data["extends"]
     base_path = path.with_name(f"{parent}.yaml")
+    if isinstance(parent, str) and not base_path.exists() and (_CATALOG_MODELS / f"{parent}.yaml").exists():
+        base_path = _CATALOG_MODELS / f"{parent}.yaml"  # a derived model outside the catalog extends a catalog model
     if not isinstance(parent, str) or not base_path.exists():
-        from archsql.errors import did_you_mean
-
         col.add(
             data,
             "extends",
@@ -521,6 +573,156 @@ def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ..
         return data
     base = _resolve_extends(base_path, load_yaml(base_path), col, (*seen, path.resolve()))
     return _merge(base, data) if isinstance(base, dict) else data
+
+
+_SRC_FRAGMENT = re.compile(r"`[^`]+`")
+SRC_EXAMPLE = 'src: "shared layers reuse the previous full layer\'s top-k: `topk_indices = prev_topk_indices`"'
+
+
+def _parse_streams(col: Collector, stack: Any, streams: Any, sname: str, spath: str) -> dict[str, StreamSpec]:
+    """``stacks.<s>.streams``: the carried residual, internal and append streams (closed keys,
+    each kind's keys checked together; the layer lists and node paths are checked when the
+    stack is expanded, where the schedule and the templates are known)."""
+    out: dict[str, StreamSpec] = {}
+    if not col.keys(
+        streams,
+        f"{spath}.streams",
+        streams.keys() if isinstance(streams, dict) else (),
+        what="stream",
+        at=(stack, "streams"),
+    ):
+        return out
+    carried: str | None = None
+    for name, st in streams.items():
+        p = f"{spath}.streams.{name}"
+        where = _where(col.file, streams, name, p)
+        if not isinstance(name, str) or not name.replace("_", "a").isalnum():
+            col.add(streams, name, p, f"stream name {name!r} must be an identifier", hint="use letters, digits and '_'")
+            continue
+        if not col.keys(st, p, STREAM_KEYS, what="stream field", at=(streams, name)):
+            continue
+        spec = StreamSpec(name, "internal", where, {k: _where(col.file, st, k, f"{p}.{k}") for k in st})
+        for key in ("from", "src", "read"):
+            if key in st and col.type(st, key, p, (str,), "a string"):
+                setattr(spec, {"from": "source"}.get(key, key), st[key])
+        if st.get("carries") is True:
+            spec.kind = "carried"
+            extra = [k for k in ("from", "after", "before", "read", "axis") if k in st]
+            if extra:
+                col.add(
+                    st,
+                    extra[0],
+                    f"{p}.{extra[0]}",
+                    f"the carried stream '{name}' is each layer's input and output; "
+                    f"'{extra[0]}:' belongs to an internal or append stream",
+                    hint=f"declare another stream for it, e.g. streams: {{ {name}_archive: "
+                    "{ from: " + name + ", after: [i, …], read: concat, src: … } }",
+                )
+            if carried is not None:
+                col.add(
+                    st,
+                    "carries",
+                    f"{p}.carries",
+                    f"stack '{sname}' declares a second carried stream '{name}' (the first is '{carried}')",
+                    expected="exactly one stream with carries: true (the residual)",
+                    got=f"{carried}, {name}",
+                    hint="a multi-copy residual (hyper-connections) is ONE carried stream with an extra axis; "
+                    "another cross-layer value is an internal stream ({ from: <node path>, src: … }) "
+                    "or an append stream ({ from: …, after: [i, …], read: each | all | concat, src: … })",
+                )
+            carried = carried or name
+            out[name] = spec
+            continue
+        if "carries" in st and st["carries"] is not False:
+            col.type(st, "carries", p, (bool,), "true (the carried residual) or false")
+        if spec.source is None:
+            if "from" not in st:
+                col.add(
+                    st,
+                    None,
+                    p,
+                    f"stream '{name}' needs 'from:' (the node whose value crosses layers) or 'carries: true'",
+                    hint="an internal stream: { from: <slot.node path in a template>, src: … }; "
+                    "the residual: { carries: true }",
+                )
+            continue
+        at = [k for k in ("after", "before") if k in st]
+        if len(at) == 2:
+            col.add(
+                st,
+                "before",
+                f"{p}.before",
+                f"stream '{name}' archives either at layer exit ('after:') or at layer entry ('before:'), not both",
+                hint="declare two streams to archive both",
+            )
+        if at:
+            spec.kind, spec.at, spec.layers = "append", at[0], st[at[0]]
+            if "read" not in st:
+                col.add(
+                    st,
+                    None,
+                    p,
+                    f"append stream '{name}' needs 'read:' (how readers consume the archive)",
+                    expected=" | ".join(STREAM_READS),
+                    hint="read: each (the j-th reading layer gets the j-th element), all (every element archived "
+                    "so far), concat (the elements joined along 'axis:')",
+                )
+        elif "read" in st or "axis" in st:
+            key = "read" if "read" in st else "axis"
+            col.add(
+                st,
+                key,
+                f"{p}.{key}",
+                f"'{key}:' belongs to an append stream, which archives chosen layers",
+                hint=f"add 'after: [i, …]' (archive at layer exit) or 'before: [i, …]' (at layer entry) to "
+                f"stream '{name}'; without them it is an internal stream: a later layer reads the latest value",
+            )
+        if spec.read is not None and spec.read not in STREAM_READS:
+            col.add(
+                st,
+                "read",
+                f"{p}.read",
+                f"unknown read mode {spec.read!r}",
+                expected=" | ".join(STREAM_READS),
+                got=type_name(spec.read),
+                hint=did_you_mean(spec.read, STREAM_READS),
+                value=True,
+            )
+        if "axis" in st:
+            if isinstance(st["axis"], int) and not isinstance(st["axis"], bool):
+                spec.axis = st["axis"]
+                if spec.read == "each":
+                    col.add(
+                        st,
+                        "axis",
+                        f"{p}.axis",
+                        "'axis:' goes with read: all (where the history axis goes) or read: concat (the axis joined)",
+                        hint="read: each hands each reader one element whole; remove 'axis:'",
+                    )
+            else:
+                col.type(st, "axis", p, (int,), "an axis index (negative counts from the end)")
+        if "src" not in st:
+            col.add(
+                st,
+                None,
+                p,
+                f"stream '{name}' needs 'src:': a sentence plus a back-quoted fragment of the model's forward "
+                "source (checked against the source at validation)",
+                hint=SRC_EXAMPLE,
+            )
+        elif spec.src is not None and not _SRC_FRAGMENT.search(spec.src):
+            col.add(
+                st,
+                "src",
+                f"{p}.src",
+                "src must quote the forward source in back-quotes",
+                expected="a sentence plus a `code fragment`",
+                got=type_name(spec.src),
+                hint=SRC_EXAMPLE,
+                value=True,
+            )
+        out[name] = spec
+    return out
 
 
 def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, Collector]:
@@ -622,15 +824,7 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         if not col.keys(raw, spath, STACK_KEYS, ("repeat", "streams", "schedule"), at=(raw_stacks, sname)):
             continue
         streams = raw.get("streams")
-        if col.keys(
-            streams,
-            f"{spath}.streams",
-            streams.keys() if isinstance(streams, dict) else (),
-            what="stream",
-            at=(raw, "streams"),
-        ):
-            for stname, st in streams.items():
-                col.keys(st, f"{spath}.streams.{stname}", STREAM_KEYS, what="stream field", at=(streams, stname))
+        stream_specs = _parse_streams(col, raw, streams, sname, spath)
         role = raw.get("role", "decoder")
         if role not in STACK_ROLES:
             col.add(
@@ -652,6 +846,7 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             keys_where={k: _where(col.file, raw, k, f"{spath}.{k}") for k in raw},
             role=str(role),
             first_layer=raw.get("first_layer", 0),
+            stream_specs=stream_specs,
         )
     graph = _parse_graph(col, data, "$.graph", allow_slot=False, allow_stack=True) if "graph" in data else {}
     spec = ModelSpec(

@@ -51,6 +51,41 @@ TABLES: dict[str, pa.Schema] = {
     "layer_schedule": pa.schema(
         [("model", pa.string()), ("stack", pa.string()), ("layer", pa.int32()), ("template", pa.string())]
     ),
+    # every stream of every stack (docs/specir.md "Streams"): the carried residual, internal
+    # streams (a node's value in one layer read by later layers) and append streams (values
+    # archived on chosen layers, read each / all / concat).  src is what the source guard
+    # looks for in the model's forward source.  Layers are checkpoint indices (layer_schedule).
+    "streams": pa.schema(
+        [
+            ("model", pa.string()),
+            ("stack", pa.string()),  # the stack that declares (produces) the stream
+            ("stream", pa.string()),
+            ("kind", pa.string()),  # carried | internal | append
+            ("read", pa.string()),  # append: each | all | concat; else null
+            ("archive_at", pa.string()),  # append: after (layer exit) | before (layer entry); else null
+            ("source", pa.string()),  # from: a node path in the stack's templates, or the carried stream
+            ("layers", pa.list_(pa.int32())),  # producing (carried, internal) or archived (append) layers
+            ("producers", pa.list_(pa.string())),  # uids of the nodes whose values the stream holds
+            ("readers", pa.list_(pa.string())),  # uids of the nodes that read it (both phases)
+            ("src", pa.string()),  # a sentence with a back-quoted fragment of the forward source
+        ]
+    ),
+    # what each reading layer (or model-graph reader, stack null) reads of an internal or
+    # append stream: the layers whose values it gets.  For read: all / concat, elements is the
+    # history length the layer sees; `group by elements` is the history length -> layers
+    # distribution, and `template` names the group the layers were evaluated as
+    # (<template>@<length>, one expansion per length).
+    "stream_reads": pa.schema(
+        [
+            ("model", pa.string()),
+            ("stream", pa.string()),
+            ("stack", pa.string()),  # the reading layer's stack; null: a model-graph node
+            ("layer", pa.int32()),  # checkpoint index of the reading layer; null outside stacks
+            ("template", pa.string()),  # the template (or history-length group) the layer runs
+            ("elements", pa.int32()),  # values read: 1 (internal, each) or the history length (all, concat)
+            ("element_layers", pa.list_(pa.int32())),  # the producing / archived layers read, in order
+        ]
+    ),
     "nodes": pa.schema(
         [
             ("model", pa.string()),

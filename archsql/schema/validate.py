@@ -3,6 +3,7 @@ cycles, slots, caches, config keys).  Each check adds located issues to a Collec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,9 @@ def _parses(text: str) -> bool:
         return False
 
 
+_LAYER_SLICE = re.compile(r"^(\w+)(?:\.\w+)?\s*\[([^\]]*)\]$")
+
+
 def check_graph(
     col: Collector,
     graph: Mapping[str, NodeSpec],
@@ -96,12 +100,32 @@ def check_graph(
     outputs: list[str],
     where_outputs: Where | None,
     where_root: Where,
+    streams: Mapping[str, list[str]] | None = None,
 ) -> list[str]:
-    """Dangling ``in:`` references, unknown outputs and cycles.  Returns a topological order."""
-    known = set(graph) | set(inputs)
+    """Dangling ``in:`` references, unknown outputs and cycles.  Returns a topological order.
+
+    ``streams``: stack node → the streams it declares besides the carried one; a model graph
+    reads one as ``<stack node>.<stream>`` (a dependency on the stack node)."""
+    streams = streams or {}
+    stream_refs = {f"{n}.{s}": n for n, names in streams.items() for s in names}
+    known = set(graph) | set(inputs) | set(stream_refs)
     for node in graph.values():
         for ref in node.inputs:
             if ref not in known:
+                sliced = _LAYER_SLICE.match(ref)
+                if sliced and sliced.group(1) in graph and graph[sliced.group(1)].stack is not None:
+                    layers = sliced.group(2).strip() or "i"
+                    after = f"[{layers}]" if ":" not in layers else f"'{layers}'"
+                    _add(
+                        col,
+                        node.where,
+                        f"node '{node.name}' reads '{ref}': a slice of a stack reads only the last layer; "
+                        f"use an append stream with `after: {after}`",
+                        hint=f"declare on stack '{graph[sliced.group(1)].stack}': streams: {{ layer_out: "
+                        f"{{ from: hidden, after: {after}, read: concat, src: … }} }}, then read "
+                        f"'in: {sliced.group(1)}.layer_out'",
+                    )
+                    continue
                 hint = did_you_mean(ref, known) or f"known names here: {', '.join(sorted(known))}"
                 _add(
                     col,
@@ -120,13 +144,13 @@ def check_graph(
                 f"output '{out}' is not a node",
                 hint=did_you_mean(out, graph) or "list node names under outputs",
             )
-    # Kahn's algorithm
-    indeg = {n: sum(1 for r in graph[n].inputs if r in graph) for n in graph}
+    # Kahn's algorithm (a stream reference depends on its stack node)
+    deps = {n: [stream_refs.get(r, r) for r in graph[n].inputs if stream_refs.get(r, r) in graph] for n in graph}
+    indeg = {n: len(deps[n]) for n in graph}
     users: dict[str, list[str]] = {n: [] for n in graph}
-    for n, node in graph.items():
-        for r in node.inputs:
-            if r in graph:
-                users[r].append(n)
+    for n in graph:
+        for r in deps[n]:
+            users[r].append(n)
     order = [n for n in graph if indeg[n] == 0]
     i = 0
     while i < len(order):
@@ -154,7 +178,7 @@ def _find_cycle(graph: Mapping[str, NodeSpec], stuck: list[str]) -> list[str]:
     seen: list[str] = []
     while node not in seen:
         seen.append(node)
-        node = next(r for r in graph[node].inputs if r in stuck_set)
+        node = next(r.split(".")[0] for r in graph[node].inputs if r.split(".")[0] in stuck_set)
     return seen[seen.index(node) :]
 
 
@@ -199,10 +223,18 @@ def check_component(col: Collector, comp: ComponentSpec, library) -> None:
                 )
             if node.dims:
                 _add(col, node.where, "a slot node takes no dims; the component filling it binds its own")
+    for name in comp.reads:
+        if name in comp.inputs:
+            _add(
+                col,
+                comp.where["reads"],
+                f"'{name}' is both an input and a stream the component reads",
+                hint="an input comes from the enclosing block; a read comes from a stack stream — rename one",
+            )
     check_graph(
         col,
         comp.graph,
-        comp.inputs,
+        [*comp.inputs, *comp.reads],
         comp.outputs,
         comp.where.get("outputs"),
         comp.where.get("graph", Where(comp.file, None, None, "$")),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import NewDim, keep
+from archsql.evaluator.dimmap import InputDim, NewDim, keep
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, _fmt, numel
 
 
@@ -118,3 +118,32 @@ class Tanh(_Unary):
     add, divide).  BERT's pooler activation (transformers BertPooler.forward)."""
 
     flops_per_element = 5
+
+
+class ReduceSum(Primitive):
+    """Sum over one axis, which disappears: [..., n, ...] → [..., ...] (a weighted sum over
+    an archive's history axis after a broadcast ``mul``: depth-wise residual mixing over
+    a ``read: all`` stream).  n − 1 adds per output element."""
+
+    partial_passes = True  # a sum of pending sums is a pending sum
+
+    shape_kind = "explicit"
+    params = {"axis": Param("ints", doc="the axis summed over, as a one-element list (negative counts from the end)")}
+
+    def _axis(self, ctx: Ctx) -> int:
+        (axis,) = ctx.dims["axis"] or [None]
+        rank = len(ctx.ins[0])
+        if axis is None or not -rank <= axis < rank or ctx.ins[0][axis].runtime:
+            raise NodeShapeError(
+                "reduce_sum sums one model-dim axis of its input",
+                expected=f"axis: [i] naming a model-dim axis of {_fmt(ctx.ins[0])}",
+                got=str(ctx.dims["axis"]),
+            )
+        return axis % rank
+
+    def dimmap(self, ctx: Ctx):
+        axis = self._axis(ctx)
+        return tuple(InputDim(0, i) for i in range(len(ctx.ins[0])) if i != axis)
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return numel(ctx.ins[0]) - numel(ctx.out)
