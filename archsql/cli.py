@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from archsql import __version__, api
+from archsql.design.cli import COMMANDS as DESIGN_COMMANDS
 from archsql.errors import ArchsqlError
 from archsql.kernel_corpus.cli import bench, corpus
 from archsql.schema.tables import PHASES
@@ -446,10 +447,74 @@ def checkpoint_headers(source: str, offline: bool, revision: str | None, fmt: st
     _emit(read_checkpoint(source, offline=offline, revision=revision), fmt, output)
 
 
+# ---------------------------------------------------------------------------- sweep
+
+
+def _ints(text: str) -> list[int]:
+    """'1,8,64' or '8k,32k' → integers (k = 1024)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        try:
+            out.append(int(part[:-1]) * 1024 if part.endswith("k") else int(part))
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not an integer (use e.g. 1,8 or 8k,32k)") from None
+    return out
+
+
+@cli.command()
+@click.argument("model")
+@click.option("--gpus", "gpu_names", default="H200 SXM", show_default=True, help="GPU names (gpus.gpu), ';'-separated.")
+@click.option("--count", default="8", show_default=True, help="GPUs per deployment, e.g. 8 or 8,16.")
+@click.option("--tp", default="1,2,4,8", show_default=True, help="Attention tensor-parallel degrees (dp = count / tp).")
+@click.option("--ep", default="1,8", show_default=True, help="Expert-parallel degrees (moe_tp = count / ep).")
+@click.option("--batch", default="1,16,64,256", show_default=True, help="Requests per step.")
+@click.option("--context", default="8k,32k", show_default=True, help="Context lengths (k = 1024).")
+@click.option("--weights", default="bf16", show_default=True, help="Weight dtypes, ','-separated.")
+@click.option("--kv", default="bf16", show_default=True, help="KV-cache dtypes, ','-separated.")
+@click.option("--phase", type=click.Choice(PHASES), default="decode", show_default=True)
+@click.option(
+    "--pareto",
+    "only_pareto",
+    is_flag=True,
+    help="Only the fitting points no other point beats on both tokens/s/user and tokens/s/GPU.",
+)
+@_FORMAT_OPTION
+@_OUTPUT_OPTION
+@click.pass_obj
+def sweep(db, model, gpu_names, count, tp, ep, batch, context, weights, kv, phase, only_pareto, fmt, output) -> None:
+    """SOL time, tokens/s and memory of MODEL over a grid of layouts × batch × context.
+
+    The grid lives only for the query (the store's tables are not changed).  Example:
+    archsql sweep DeepSeek-V3 --gpus "H200 SXM;B200 (HGX/DGX B200)" --weights fp8 --pareto
+    """
+    from archsql import sweep as sweeps
+
+    _check_format(fmt, output)
+    deployments, workloads = sweeps.grid(
+        [g.strip() for g in gpu_names.split(";")],
+        _ints(count),
+        _ints(tp),
+        _ints(ep),
+        _ints(batch),
+        _ints(context),
+        [w.strip() for w in weights.split(",")],
+        [k.strip() for k in kv.split(",")],
+        phase,
+    )
+    table = sweeps.sweep(model, db, deployments, workloads)
+    _emit(sweeps.pareto(table) if only_pareto else table, fmt, output)
+
+
 # ---------------------------------------------------------------------------- kernel corpus
 
 cli.add_command(corpus)  # archsql corpus import | summary | sync  (archsql/kernel_corpus/cli.py)
 cli.add_command(bench)
+
+# ---------------------------------------------------------------------------- design
+
+for _command in DESIGN_COMMANDS:  # archsql compare | edit | diff | audit  (archsql/design/cli.py)
+    cli.add_command(_command)
 
 
 def main() -> None:

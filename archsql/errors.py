@@ -107,6 +107,11 @@ class GpuTableError(ArchsqlError, ValueError):
     """The GPU table (archsql/gpus/gpus.csv) has a malformed row or column."""
 
 
+class DesignError(ArchsqlError, ValueError):
+    """A design request (component comparison, model edit, graph diff, audit) that cannot be
+    carried out: unknown slot or component, dims left unbound, bad evidence records."""
+
+
 class CorpusError(ArchsqlError, ValueError):
     """Kernel-corpus input that cannot be imported at all (unreadable file, bad header,
     unknown source) or a measurement run that cannot start; bad rows are rejected one by one."""

@@ -1,0 +1,219 @@
+"""The design store: a DuckDB store of its own for comparisons, edits and audits.
+
+Design commands evaluate specs (probe models, derived models, baselines and candidates)
+through the one engine (:func:`archsql.evaluator.evaluate`), write them with
+:func:`archsql.store.write_store` — the same tables and views as ``archsql build`` — and
+read every number back from the views with the saved SQL of ``archsql/design/sql``.  The
+parameter tables (workloads, deployments) describe the design question, so the design store
+is kept apart from the user's main store: its workloads are replaced by each command.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from archsql.errors import DesignError, Issue, did_you_mean
+from archsql.evaluator import Analysis
+from archsql.schema.tables import PARAMETER_TABLES, TABLES
+
+SQL_DIR = Path(__file__).parent / "sql"
+DEFAULT_DESIGN_DB = "archsql-design.duckdb"
+K = 1024
+
+
+def design_db(path: str | Path | None = None) -> Path:
+    """``path``, else ``$ARCHSQL_DESIGN_DB``, else ``./archsql-design.duckdb``."""
+    return Path(path) if path else Path(os.environ.get("ARCHSQL_DESIGN_DB", DEFAULT_DESIGN_DB))
+
+
+# ---------------------------------------------------------------------------- token counts
+
+_TOKENS = re.compile(r"^\s*(\d+)\s*([kKmM]?)\s*$")
+
+
+def parse_tokens(text: str | int, what: str = "context") -> int:
+    """``"64k"`` → 65536, ``"1m"`` → 1048576, ``"300"`` → 300 (k = 1024 tokens)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = _TOKENS.match(str(text))
+        if match is None:
+            raise DesignError(
+                f"{what} {text!r} is not a token count",
+                [Issue("write a whole number of tokens, optionally with k (×1024) or m (×1024²)", got=str(text))],
+            )
+        value = int(match.group(1)) * {"": 1, "k": K, "m": K * K}[match.group(2).lower()]
+    if value < 1:
+        raise DesignError(f"{what} must be at least 1 token", [Issue(f"got {value}")])
+    return value
+
+
+def parse_contexts(text: str | Iterable[str | int]) -> tuple[int, ...]:
+    """``"2k,32k,128k"`` → (2048, 32768, 131072), sorted and de-duplicated."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    values = sorted({parse_tokens(t) for t in items if str(t).strip()})
+    if not values:
+        raise DesignError("give at least one context, e.g. --context 2k,32k,128k")
+    return tuple(values)
+
+
+def token_label(n: int) -> str:
+    """65536 → '64k'; 1000 → '1000'."""
+    if n % (K * K) == 0:
+        return f"{n // (K * K)}m"
+    return f"{n // K}k" if n % K == 0 else str(n)
+
+
+def workload_rows(contexts: Sequence[int], batch: int) -> list[tuple[str, str, int, int, int]]:
+    """One prefill (s = c) and one decode step (s = 1) per context, ``batch`` requests each."""
+    rows = []
+    for c in contexts:
+        rows.append((prefill_workload(c), "prefill", batch, c, c))
+        rows.append((decode_workload(c, batch), "decode", batch, 1, c))
+    return rows
+
+
+def prefill_workload(context: int) -> str:
+    return f"prefill_{token_label(context)}"
+
+
+def decode_workload(context: int, batch: int) -> str:
+    return f"decode_b{batch}_{token_label(context)}"
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def write(
+    db: str | Path,
+    analyses: Sequence[Analysis],
+    *,
+    workloads: Sequence[tuple[str, str, int, int, int]],
+    deployments: Sequence[tuple] | None = None,
+) -> Path:
+    """Write evaluated models and the design's workloads (and deployments, when given) into
+    the design store ``db`` with :func:`archsql.store.write_store` (views recreated)."""
+    from archsql.store import write_store
+
+    tables: dict[str, pa.Table] = {}
+    for name in TABLES:
+        parts = [a.tables[name] for a in analyses if name in a.tables]
+        tables[name] = pa.concat_tables(parts) if parts else TABLES[name].empty_table()
+    tables["workloads"] = _param_table("workloads", workloads)
+    if deployments is not None:
+        tables["deployments"] = _param_table("deployments", deployments)
+    path = Path(db)
+    write_store(path, tables)
+    return path
+
+
+def _param_table(name: str, rows: Sequence[tuple]) -> pa.Table:
+    schema = PARAMETER_TABLES[name]
+    return pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
+
+
+def default_deployments() -> list[tuple]:
+    from archsql.store import DEFAULT_DEPLOYMENTS
+
+    return list(DEFAULT_DEPLOYMENTS)
+
+
+def check_gpu(gpu: str) -> str:
+    from archsql.gpus import gpus_table
+
+    names = gpus_table().column("gpu").to_pylist()
+    if gpu not in names:
+        raise DesignError(
+            f"unknown GPU '{gpu}'",
+            [Issue("GPUs are the rows of archsql/gpus/gpus.csv", hint=did_you_mean(gpu, names) or ", ".join(names))],
+        )
+    return gpu
+
+
+def check_dtype(dtype: str) -> str:
+    from archsql.store import DEFAULT_DTYPES
+
+    names = [row[0] for row in DEFAULT_DTYPES]
+    if dtype not in names:
+        raise DesignError(
+            f"unknown dtype '{dtype}'", [Issue(f"known dtypes: {', '.join(names)}", hint=did_you_mean(dtype, names))]
+        )
+    return dtype
+
+
+def append_rows(db: str | Path, table: str, rows: pa.Table, replace: bool = False) -> None:
+    """Create ``table`` in the design store when absent (or, with ``replace``, anew) and
+    append ``rows``: design facts that are not evaluated tables (probes, audit cards)."""
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    try:
+        con.begin()
+        alias = f"__design_{table}"
+        con.register(alias, rows)
+        if replace:
+            con.execute(f'drop table if exists "{table}"')
+        con.execute(f'create table if not exists "{table}" as select * from "{alias}" limit 0')
+        con.execute(f'insert into "{table}" select * from "{alias}"')
+        con.unregister(alias)
+        con.commit()
+    finally:
+        con.close()
+
+
+def create_view(db: str | Path, name: str) -> None:
+    """(Re)create the design view ``archsql/design/sql/views/<name>.sql`` in the store."""
+    import duckdb
+
+    sql = (SQL_DIR / "views" / f"{name}.sql").read_text(encoding="utf-8").rstrip().removesuffix(";")
+    con = duckdb.connect(str(db))
+    try:
+        con.execute(f'create or replace view "{name}" as\n{sql}')
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def read(db: str | Path, name: str, params: Mapping[str, Any] | None = None) -> pa.Table:
+    """Run the saved design query ``archsql/design/sql/<name>.sql`` (named parameters
+    ``$name``) against the design store; an Arrow table."""
+    sql = (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
+    return query(db, sql, params)
+
+
+def query(db: str | Path, sql: str, params: Mapping[str, Any] | None = None) -> pa.Table:
+    from archsql.store import connect
+
+    con = connect(db, read_only=True)
+    try:
+        return con.sql(sql, params=dict(params or {})).to_arrow_table()
+    finally:
+        con.close()
+
+
+__all__ = [
+    "DEFAULT_DESIGN_DB",
+    "append_rows",
+    "check_dtype",
+    "check_gpu",
+    "create_view",
+    "decode_workload",
+    "default_deployments",
+    "design_db",
+    "parse_contexts",
+    "parse_tokens",
+    "prefill_workload",
+    "query",
+    "read",
+    "token_label",
+    "workload_rows",
+    "write",
+]
