@@ -98,3 +98,18 @@ def test_mtp_stack_is_separate_and_absent_when_the_config_has_none():
         ("mtp", "mtp", 1, 61),
     }
     assert {(r["stack"], r["layers"]) for r in kimi} == {("decoder", 61), ("mtp", 0)}
+
+
+def test_mla_decode_reads_the_latent_once():
+    """Absorbed MLA attends over the cached latent + rope key as keys and the same latent as
+    values; a fused kernel (FlashMLA) reads each cached position once: per layer and request
+    (kv_lora_rank + qk_rope_head_dim)·c elements, not (2·kv_lora_rank + rope)·c."""
+    cfg = json.loads((CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text())
+    a = evaluate("DeepSeek-V3")
+    w = a.walks["decode"]
+    reads = sympy.Integer(0)
+    for res in w.results.values():
+        if res.node.stack == "decoder":
+            reads += w.bind(res.io[2]) * node_count(w, res, symbolic=False)[0]
+    per_position = cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]
+    assert sympy.expand(reads) == cfg["num_hidden_layers"] * per_position * B * C

@@ -42,6 +42,14 @@ def attended_pairs(causal: bool, window: Axis | None = None, chunk: Axis | None 
     return S * C - S * (S - 1) / 2 if causal else S * C
 
 
+VALUES_IN_KEYS = Param(
+    "flag",
+    0,
+    "1 when the values are part of the keys the score kernel already read (MLA absorbed: the "
+    "latent is both), so the fused kernel reads them once",
+)
+
+
 def cached_reads(ctx: Ctx, port: int) -> sympy.Expr:
     """Elements of the K (or V) cache a step reads: per request, every position the window
     keeps (B · kv_heads · d · min(c, window), or c without a window) — the new tokens'
@@ -206,6 +214,7 @@ class AttentionApply(Primitive):
         "causal": Param("flag", 1),
         "window": WINDOW,
         "chunk": CHUNK,
+        "values_in_keys": VALUES_IN_KEYS,
     }
 
     def check(self, ctx: Ctx) -> None:
@@ -225,7 +234,7 @@ class AttentionApply(Primitive):
         return sympy.Integer(0), numel(ctx.out)
 
     def cache_reads(self, ctx: Ctx) -> sympy.Expr:
-        return cached_reads(ctx, port=1)
+        return sympy.Integer(0) if ctx.flag("values_in_keys") else cached_reads(ctx, port=1)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * _pairs(ctx)

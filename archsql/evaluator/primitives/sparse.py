@@ -20,6 +20,7 @@ import sympy
 from archsql.evaluator.dimmap import InputDim, NewDim
 from archsql.evaluator.factors import window_pairs
 from archsql.evaluator.primitives.attention import (
+    VALUES_IN_KEYS,
     AttentionApply,
     AttentionScore,
     Softmax,
@@ -159,6 +160,7 @@ class SparseAttentionApply(AttentionApply):
         "kv_heads": Param(doc="key/value heads"),
         "d_head": Param(doc="value head dim"),
         "topk": TOPK,
+        "values_in_keys": VALUES_IN_KEYS,
     }
 
     def io(self, ctx: Ctx):
@@ -166,7 +168,7 @@ class SparseAttentionApply(AttentionApply):
         return sympy.Integer(0), numel(ctx.out)
 
     def cache_reads(self, ctx: Ctx) -> sympy.Expr:
-        return gathered_reads(ctx, port=1)
+        return sympy.Integer(0) if ctx.flag("values_in_keys") else gathered_reads(ctx, port=1)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * selected_pairs(ctx)
