@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from archsql import __version__
 from archsql.errors import Issue, StoreError, did_you_mean
+from archsql.gpus import load_gpus
 from archsql.schema.tables import CHECKPOINT_TABLES, PARAMETER_TABLES, TABLES
 from archsql.views import create_views
 
@@ -78,16 +79,10 @@ DEFAULT_DEPLOYMENTS = [
 ]
 
 
-def _default_gpus() -> pa.Table:
-    from archsql.gpus import gpus_table
-
-    return gpus_table()
-
-
 _DEFAULTS = {
     "workloads": DEFAULT_WORKLOADS,
     "dtypes": DEFAULT_DTYPES,
-    "gpus": _default_gpus,
+    "gpus": load_gpus,
     "deployments": DEFAULT_DEPLOYMENTS,
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),

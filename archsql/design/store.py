@@ -125,9 +125,9 @@ def default_deployments() -> list[tuple]:
 
 
 def check_gpu(gpu: str) -> str:
-    from archsql.gpus import gpus_table
+    from archsql.gpus import load_gpus
 
-    names = gpus_table().column("gpu").to_pylist()
+    names = load_gpus().column("gpu").to_pylist()
     if gpu not in names:
         raise DesignError(
             f"unknown GPU '{gpu}'",

@@ -9,17 +9,7 @@ there).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow as pa
-
 from archsql.errors import GpuTableError
 from archsql.gpus.table import GPUS_CSV, gpu_schema, load_gpus
 
-
-def gpus_table(path: Path = GPUS_CSV) -> pa.Table:
-    """The GPU table with the store's ``gpus`` schema (:func:`load_gpus`)."""
-    return load_gpus(path)
-
-
-__all__ = ["GPUS_CSV", "GpuTableError", "gpu_schema", "gpus_table", "load_gpus"]
+__all__ = ["GPUS_CSV", "GpuTableError", "gpu_schema", "load_gpus"]
