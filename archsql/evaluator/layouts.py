@@ -89,49 +89,40 @@ def _numel(res_shape) -> sympy.Expr:
     return sympy.Mul(*(a.expr for a in res_shape))
 
 
-def weight_parts(res: NodeResult, walk: Walk) -> dict[tuple[str, int], int | None]:
-    """Bound ``parts`` of each split weight axis (weight_axes), keyed (tensor, axis)."""
+def weight_placements(res: NodeResult, walk: Walk) -> tuple[dict[str, Layout], dict[tuple[str, int], int | None]]:
+    """Weight placements from the node's weight_axes and the bound ``parts`` of each split
+    axis, keyed (tensor, axis).  The main weight takes weight_axes; a one-axis sibling (a
+    bias) follows the main weight's axis 0; anything else is replicated."""
     from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
 
-    spec = res.node.spec
-    raw = getattr(spec, "weight_axes", None) or []
+    raw = getattr(res.node.spec, "weight_axes", None) or []
     symbols = {str(k): k for k in walk.binding} | RUNTIME_SYMBOLS
-    out: dict[tuple[str, int], int | None] = {}
+    main: list[tuple[int, str]] = []
+    main_parts: dict[int, int | None] = {}
     for axis, entry in enumerate(raw):
-        if isinstance(entry, dict) and "world" in entry and res.weights:
+        if isinstance(entry, dict) and "world" in entry:
+            main.append((axis, entry["world"]))
             try:
                 value = parse_dim_expr(entry.get("parts", 0), symbols).xreplace(walk.binding)
             except ExprSyntaxError:
                 value = None
-            parts = int(value) if value is not None and value.is_Integer else None
-            out[(res.weights[0].tensor, axis)] = parts
-            if axis == 0:
-                for decl in res.weights[1:]:
-                    if len(decl.axes) == 1:
-                        out[(decl.tensor, 0)] = parts
-    return out
+            main_parts[axis] = int(value) if value is not None and value.is_Integer else None
+    layouts: dict[str, Layout] = {}
+    parts: dict[tuple[str, int], int | None] = {}
+    for decl in res.weights:
+        if decl.tensor == res.weights[0].tensor:
+            layouts[decl.tensor] = Layout(tuple(main))
+            parts.update({(decl.tensor, axis): p for axis, p in main_parts.items()})
+        elif len(decl.axes) == 1 and 0 in main_parts:
+            layouts[decl.tensor] = Layout(((0, dict(main)[0]),))
+            parts[(decl.tensor, 0)] = main_parts[0]
+        else:
+            layouts[decl.tensor] = REPLICATED
+    return layouts, parts
 
 
 def _size(axis) -> int | None:
     return int(axis.value) if axis.value.is_Integer else None
-
-
-def weight_layouts(res: NodeResult) -> dict[str, Layout]:
-    """Weight placements from the node's weight_axes (bias follows the output axis)."""
-    spec = res.node.spec
-    raw = getattr(spec, "weight_axes", None) or []
-    main = tuple(
-        (axis, entry["world"]) for axis, entry in enumerate(raw) if isinstance(entry, dict) and "world" in entry
-    )
-    out = {}
-    for decl in res.weights:
-        if decl.tensor == res.weights[0].tensor:
-            out[decl.tensor] = Layout(main)
-        elif len(decl.axes) == 1 and dict(main).get(0):
-            out[decl.tensor] = Layout(((0, dict(main)[0]),))
-        else:
-            out[decl.tensor] = REPLICATED
-    return out
 
 
 def propagate(walk: Walk) -> dict[str, NodeLayout]:
@@ -180,7 +171,7 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
         ctx = Ctx(res.params, res.ins, uid, out=res.shape, phase=program.phase)
         ins = [layout_of(ref, node) for ref in node.inputs]
         collectives: list[Collective] = []
-        weights = weight_layouts(res)
+        weights, weight_axis_parts = weight_placements(res, walk)
         contraction = prim.contraction(ctx)
 
         # 1. pending sums must be reduced unless the op is linear in that input
@@ -226,7 +217,7 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
             copies_group = EP
         # 5. the output layout through the DimMap (with the whole parts each split axis has)
         sharded = []
-        parts: dict[tuple[str, int], int | None] = weight_parts(res, walk)
+        parts: dict[tuple[str, int], int | None] = dict(weight_axis_parts)
         in_parts = [_parts_of(ref) for ref in node.inputs]
         w_tensor = res.weights[0].tensor if res.weights else None
         for out_axis, spec in enumerate(prim.dimmap(ctx)):
