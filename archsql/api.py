@@ -78,9 +78,6 @@ def build(
     return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
 
 
-_READ_ONLY_STATEMENTS = ("select", "with", "describe", "show", "pragma_show", "summarize", "values", "table", "from")
-
-
 def check_read_only(sql: str) -> None:
     """Reject statements that could change the store or touch the file system."""
     import sqlglot
