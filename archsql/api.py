@@ -233,16 +233,20 @@ def explain(
     batch: int = 1,
     new_tokens: int | None = None,
     context: int | None = None,
+    image_patches: int = 0,
 ) -> Explanation:
     """The formula of a model quantity (whole model, or nodes whose uid ends with ``node``)
-    and its value at a workload."""
+    and its value at a workload (``image_patches``: v, a vision tower's patches per request;
+    shown in the workload only when the formula reads it)."""
     expr, bound = formula(model, quantity, phase, node)
     s = new_tokens if new_tokens is not None else (1 if phase == "decode" else 2048)
     c = context if context is not None else (s if phase == "prefill" else 2048)
     if c < s:
         raise QueryError(f"context ({c}) must be at least the new tokens ({s}): c counts cached plus new tokens")
     workload = {"B": batch, "s": s, "c": c}
-    value = bound.xreplace({RUNTIME_SYMBOLS[k]: sympy.Integer(v) for k, v in workload.items()})
+    if RUNTIME_SYMBOLS["v"] in bound.free_symbols:
+        workload["v"] = image_patches
+    value = bound.xreplace({RUNTIME_SYMBOLS[k]: sympy.Integer(v) for k, v in {**workload, "v": image_patches}.items()})
     return Explanation(
         _evaluated(str(model)).model,
         quantity,

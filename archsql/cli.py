@@ -344,15 +344,39 @@ def export(db: Path, directory: Path) -> None:
     default=None,
     help="c: tokens attended after the step [default: s in prefill, 2048 in decode].",
 )
+@click.option(
+    "-v",
+    "--image-patches",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="v: image patches per request (a vision tower's input).",
+)
 def explain(
-    model: str, quantity: str, node: str | None, phase: str, batch: int, new_tokens: int | None, context: int | None
+    model: str,
+    quantity: str,
+    node: str | None,
+    phase: str,
+    batch: int,
+    new_tokens: int | None,
+    context: int | None,
+    image_patches: int,
 ) -> None:
     """Print the formula and value of a model quantity.
 
     QUANTITY: flops (default), params, active_params or cache_elements (a batch of B requests at context c).
     MODEL: a catalog name or a path to a model .yaml.
     """
-    e = api.explain(model, quantity, node=node, phase=phase, batch=batch, new_tokens=new_tokens, context=context)
+    e = api.explain(
+        model,
+        quantity,
+        node=node,
+        phase=phase,
+        batch=batch,
+        new_tokens=new_tokens,
+        context=context,
+        image_patches=image_patches,
+    )
     out = _console()
     scope = f" of nodes ending in '{e.node}'" if e.node else ""
     where = f", {e.phase}" if e.phase else ""
@@ -397,20 +421,36 @@ NOT_PUBLISHABLE = 1
 @click.option("--offline", is_flag=True, help="Read --hub from the local Hugging Face cache only.")
 @click.option("--profile", default=None, help="Reconcile a precision profile (archsql/specs/quant/profiles).")
 @click.option("--max-shown", type=click.IntRange(min=1), default=20, show_default=True, help="Errors shown per guard.")
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="The model's forward source: its modeling file or a folder holding it (repeatable); runs the source guard.",
+)
 def validate(
-    model: str, checkpoint: str | None, hub_id: str | None, offline: bool, profile: str | None, max_shown: int
+    model: str,
+    checkpoint: str | None,
+    hub_id: str | None,
+    offline: bool,
+    profile: str | None,
+    max_shown: int,
+    sources: tuple[Path, ...],
 ) -> None:
     """Check MODEL's spec (and reconcile a checkpoint with it); exit code 1 when not publishable.
 
     Guards: analysis (the spec evaluates), shape (tensors join), packing (storage rules, dtypes
-    and packed element counts), weight (every checkpoint tensor claimed, matched, totals).
+    and packed element counts), weight (every checkpoint tensor claimed, matched, totals),
+    source (with --source: every stream src anchor still in the forward source).
     """
     from archsql.validate import GUARDS
     from archsql.validate import validate as run_validate
 
     if checkpoint and hub_id:
         raise click.UsageError("give --checkpoint or --hub, not both")
-    errors = run_validate(model, checkpoint or hub_id, offline=offline, profile=profile)
+    errors = run_validate(
+        model, checkpoint or hub_id, offline=offline, profile=profile, sources=list(sources) if sources else None
+    )
     out = _console()
     if not errors:
         against = f" against {checkpoint or hub_id}" if (checkpoint or hub_id) else ""
@@ -466,11 +506,27 @@ def _ints(text: str) -> list[int]:
 @click.argument("model")
 @click.option("--gpus", "gpu_names", default="H200 SXM", show_default=True, help="GPU names (gpus.gpu), ';'-separated.")
 @click.option("--count", default="8", show_default=True, help="GPUs per deployment, e.g. 8 or 8,16.")
-@click.option("--tp", default="1,2,4,8", show_default=True, help="Attention tensor-parallel degrees (dp = count / tp).")
-@click.option("--ep", default="1,8", show_default=True, help="Expert-parallel degrees (moe_tp = count / ep).")
+@click.option(
+    "--tp", default="1,2,4,8", show_default=True, help="Attention tensor-parallel degrees (dp = count / (tp·cp·pp))."
+)
+@click.option("--cp", default="1", show_default=True, help="Context-parallel degrees (the sequence split).")
+@click.option(
+    "--cp-kind",
+    "cp_kinds",
+    default="ring",
+    show_default=True,
+    help="Context-parallel kinds tried for every cp > 1: ring, ulysses or 'ring,ulysses'.",
+)
+@click.option("--pp", default="1", show_default=True, help="Pipeline-parallel degrees (stages).")
+@click.option("--ep", default="1,8", show_default=True, help="Expert-parallel degrees (moe_tp = count / (ep·pp)).")
 @click.option("--batch", default="1,16,64,256", show_default=True, help="Requests per step.")
 @click.option("--context", default="8k,32k", show_default=True, help="Context lengths (k = 1024).")
-@click.option("--weights", default="bf16", show_default=True, help="Weight dtypes, ','-separated.")
+@click.option(
+    "--weights",
+    default="bf16",
+    show_default=True,
+    help="Weight dtypes, ','-separated; stored as the precision profile of that name (fp4: nvfp4), scales included.",
+)
 @click.option("--kv", default="bf16", show_default=True, help="KV-cache dtypes, ','-separated.")
 @click.option("--phase", type=click.Choice(PHASES), default="decode", show_default=True)
 @click.option(
@@ -482,15 +538,24 @@ def _ints(text: str) -> list[int]:
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
 @click.pass_obj
-def sweep(db, model, gpu_names, count, tp, ep, batch, context, weights, kv, phase, only_pareto, fmt, output) -> None:
+def sweep(
+    db, model, gpu_names, count, tp, cp, cp_kinds, pp, ep, batch, context, weights, kv, phase, only_pareto, fmt, output
+) -> None:
     """SOL time, tokens/s and memory of MODEL over a grid of layouts × batch × context.
 
     The grid lives only for the query (the store's tables are not changed).  Example:
     archsql sweep DeepSeek-V3 --gpus "H200 SXM;B200 (HGX/DGX B200)" --weights fp8 --pareto
+    archsql sweep Meta-Llama-3.1-70B --count 16 --tp 8 --cp 1,2 --cp-kind ring,ulysses --pp 1,2 --phase prefill
     """
     from archsql import sweep as sweeps
 
     _check_format(fmt, output)
+    kinds = [k.strip() for k in cp_kinds.split(",")]
+    unknown = [k for k in kinds if k not in ("ring", "ulysses")]
+    if unknown:
+        raise click.BadParameter(
+            f"{unknown[0]!r} is not a context-parallel kind (use ring, ulysses)", param_hint="--cp-kind"
+        )
     deployments, workloads = sweeps.grid(
         [g.strip() for g in gpu_names.split(";")],
         _ints(count),
@@ -501,6 +566,9 @@ def sweep(db, model, gpu_names, count, tp, ep, batch, context, weights, kv, phas
         [w.strip() for w in weights.split(",")],
         [k.strip() for k in kv.split(",")],
         phase,
+        cp=_ints(cp),
+        cp_kinds=kinds,
+        pp=_ints(pp),
     )
     table = sweeps.sweep(model, db, deployments, workloads)
     _emit(sweeps.pareto(table) if only_pareto else table, fmt, output)

@@ -42,9 +42,22 @@ DEFAULT_DTYPES: list[tuple[str, float, str]] = [
 
 
 def _deployment(
-    gpu: str, short: str, gpus: int, tp: int, dp: int, ep: int, moe_tp: int, kv: str = "bf16", weights: str = "bf16"
+    gpu: str,
+    short: str,
+    gpus: int,
+    tp: int,
+    dp: int,
+    ep: int,
+    moe_tp: int,
+    kv: str = "bf16",
+    weights: str = "bf16",
+    *,
+    pp: int = 1,
+    cp: int = 1,
+    cp_kind: str = "none",
 ):
-    layout = "-".join(f"{k}{v}" for k, v in (("tp", tp), ("dp", dp), ("ep", ep)) if v > 1) or "single"
+    degrees = (("tp", tp, ""), ("cp", cp, f"-{cp_kind}"), ("dp", dp, ""), ("ep", ep, ""), ("pp", pp, ""))
+    layout = "-".join(f"{k}{v}{tail}" for k, v, tail in degrees if v > 1) or "single"
     suffix = ("" if weights == "bf16" else f"-w{weights}") + ("" if kv == "bf16" else f"-kv{kv}")
     return (
         f"{gpus}x{short}-{layout}{suffix}",
@@ -54,11 +67,15 @@ def _deployment(
         dp,
         ep,
         moe_tp,
-        1,
+        pp,
+        cp,
+        cp_kind,
+        None,  # nodes: ceil(gpus / the GPU's scale-up domain)
         weights,
         "bf16",
         kv,
         0.9,
+        weights,  # weight_profile: the precision profile of the same name (archsql/specs/quant/profiles)
     )
 
 
@@ -76,11 +93,17 @@ DEFAULT_DEPLOYMENTS = [
         for gpu, short in (("H200 SXM", "H200"), ("B200 (HGX/DGX B200)", "B200"))
         for tp, dp, ep in ((8, 1, 8), (1, 8, 8))
     ),
+    # context parallel (attention tp 4 × cp 2; experts moe_tp 8), both kinds
+    *(_deployment("H200 SXM", "H200", 8, 4, 1, 1, 8, cp=2, cp_kind=kind) for kind in ("ring", "ulysses")),
+    # two 8-GPU nodes: experts over both (EP16 crosses the nodes), or a pipeline stage per node
+    _deployment("H200 SXM", "H200", 16, 8, 2, 16, 1),
+    _deployment("H200 SXM", "H200", 16, 8, 1, 1, 8, pp=2),
 ]
 
 
 _DEFAULTS = {
     "workloads": DEFAULT_WORKLOADS,
+    "workload_images": [],  # text-only workloads; add (workload, image_patches) rows
     "dtypes": DEFAULT_DTYPES,
     "gpus": load_gpus,
     "deployments": DEFAULT_DEPLOYMENTS,

@@ -12,7 +12,9 @@ Guards (design §10) implemented here:
   two compensating errors cannot pass;
 - **weight** — against a checkpoint: file tensors no spec tensor claims, spec tensors the file
   does not have, element-count mismatches of unquantized tensors, and the byte totals as a
-  final checksum; an unreadable checkpoint is a weight error too.
+  final checksum; an unreadable checkpoint is a weight error too;
+- **source** — against the forward source, when given: every stream ``src`` anchor found in
+  the modeling file the model names (``source:``), see :mod:`archsql.source_guard`.
 
 The checkpoint is reconciled by the store's own views (``checkpoint_reconciliation``,
 ``checkpoint_totals``) in a temporary store, so the numbers here are the numbers a query sees.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from archsql.errors import (
     ArchsqlError,
@@ -37,7 +40,7 @@ from archsql.errors import (
     did_you_mean,
 )
 
-GUARDS = ("analysis", "shape", "packing", "weight")
+GUARDS = ("analysis", "shape", "packing", "weight", "source")
 MAX_HINTS = 50  # closest-name hints are computed for the first unclaimed/missing tensors only
 
 
@@ -78,11 +81,13 @@ def validate(
     library=None,
     revision: str | None = None,
     endpoint: str | None = None,
+    sources: list[str | Path] | None = None,
 ) -> list[ValidationError]:
     """Errors of ``model`` (a catalog name or a model .yaml), reconciled against ``checkpoint``
     when given: a local path or Hub repo id (read with :func:`archsql.ingest.read_checkpoint`,
     ``offline`` from the local cache) or an already-read ``checkpoint_tensors`` table.
-    ``profile`` reconciles a precision profile's storage instead of the spec's own."""
+    ``profile`` reconciles a precision profile's storage instead of the spec's own.
+    ``sources`` (files or folders holding the model's forward source) runs the source guard."""
     from archsql.evaluator import evaluate
     from archsql.evaluator.storage import NATIVE, bind_storage
 
@@ -98,6 +103,11 @@ def validate(
     except SpecError as exc:
         return [_from_issue("analysis", i) for i in exc.issues]
     errors = [_from_issue("packing", i) for i in binding.issues]
+    if sources is not None:
+        from archsql.source_guard import check_sources
+
+        spec = next(iter(analysis.walks.values())).program.model
+        errors += [_from_issue("source", i) for i in check_sources(spec, sources)]
     if checkpoint is None:
         return errors
     if isinstance(checkpoint, pa.Table):
@@ -110,8 +120,10 @@ def validate(
         except CheckpointError as exc:
             return errors + [_from_issue("weight", i) for i in exc.issues]
     tables = dict(analysis.tables)
-    if profile != NATIVE:
-        tables["storage_tensors"] = pa.concat_tables([tables["storage_tensors"], binding.table])
+    if profile != NATIVE:  # evaluate binds every shipped profile; this binding replaces its rows
+        stored = tables["storage_tensors"]
+        kept = stored.filter(pc.not_equal(stored["profile"], profile))
+        tables["storage_tensors"] = pa.concat_tables([kept, binding.table])
     return errors + reconcile(tables, table, model=analysis.model, profile=profile)
 
 

@@ -2,7 +2,8 @@
 
 Builds DeepSeek-V3 into a temp store, then replaces the workloads table by a seeded random
 grid (decode: batch × context; prefill: prompt lengths) so that deployments × workloads =
-the number of points, and times `select count(*), sum(time_s) from step_sol` (best of N).
+the number of points, and times `select count(*), sum(time_s) from step_sol` (best of N), then
+device_memory over the same points (weights as stored, caches, activation peak; no target).
 Targets on 2 cores: 2,000 points < 0.5 s, 100,000 points < 5 s (after the model is built).
 
     PYTHONPATH=. python benchmarks/bench_sweep.py [--points 2000 100000] [--repeat 3]
@@ -62,6 +63,13 @@ def main() -> int:
                 f"{count} points ({deployments} deployments x {n} workloads): best {best:.3f} s{verdict}"
                 + (f" (target < {target} s)" if target else "")
             )
+            # the memory side of a sweep (weights as stored, caches, activation peak): no target
+            times = []
+            for _ in range(args.repeat):
+                t = time.perf_counter()
+                con.execute("select count(*), sum(total_bytes) from device_memory").fetchone()
+                times.append(time.perf_counter() - t)
+            print(f"  device_memory over the same points: best {min(times):.3f} s")
     return 1 if failed else 0
 
 

@@ -95,8 +95,8 @@ def test_a_deployment_that_does_not_fit_says_so_with_the_shortfall(catalog_db, t
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
     con.execute(
-        "insert into deployments select '8xH200-dp8-ep8-fp8', gpu, gpus, tp, dp, ep, moe_tp, pp, 'fp8', act_dtype, "
-        "kv_dtype, usable_memory_fraction from deployments where deployment = '8xH200-dp8-ep8'"
+        "insert into deployments select * replace ('8xH200-dp8-ep8-fp8' as deployment, 'fp8' as weight_dtype, "
+        "'fp8' as weight_profile) from deployments where deployment = '8xH200-dp8-ep8'"
     )
     rows = dict(
         (d, (fits, short, total, usable))

@@ -190,7 +190,7 @@ WORKLOAD = st.tuples(
 @given(st.lists(TERM, min_size=1, max_size=12), st.lists(WORKLOAD, min_size=1, max_size=6))
 def test_views_evaluate_terms_like_evaluate_terms(terms_db, terms, workloads):
     rows = [
-        (MODEL, phase, uid, "flops", coef, eb, es, ec, name, 0 if name == "none" else arg)
+        (MODEL, phase, uid, "flops", coef, eb, es, ec, name, 0 if name == "none" else arg, None)
         for phase in ("prefill", "decode")
         for uid, coef, eb, es, ec, name, arg in terms
     ]
@@ -207,7 +207,7 @@ def test_views_evaluate_terms_like_evaluate_terms(terms_db, terms, workloads):
     con.executemany("insert into workloads (workload, phase, batch, new_tokens, context) values (?, ?, ?, ?, ?)", wl)
     got = dict(con.execute("select workload, flops from flops").fetchall())
     for name, phase, batch, s, c in wl:
-        term_rows = [r[4:] for r in rows if r[1] == phase]
+        term_rows = [r[4:10] for r in rows if r[1] == phase]  # coef … factor_arg (not port)
         expected = evaluate_terms(term_rows, batch, s, c)
         scale = evaluate_terms([(abs(r[0]), *r[1:]) for r in term_rows], batch, s, c)
         assert abs(got[name] - expected) <= 1e-12 * max(scale, 1.0), (name, got[name], expected)

@@ -1,14 +1,16 @@
 """Sparse and per-layer-type attention families: DeepSeek sparse attention (DeepSeek-V3.2,
 GLM-5), hybrid sliding/full attention with its own sizes per layer type (MiMo-V2-Flash),
-full-width QK-norm MoE (MiniMax-M2.5), Qwen3-VL's language model.  Every expected value is
+full-width QK-norm MoE (MiniMax-M2.5), Qwen3-VL's vision tower.  Every expected value is
 derived here from the config.json snapshot, with the derivation written out."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 import sympy
 
@@ -188,6 +190,35 @@ def test_dsa_index_cache_adds_index_head_dim_per_token_per_layer(model, config):
     assert {"DeepSeek-V3.2": 42_944, "GLM-5": 54_912}[model] == per_layer * cfg["num_hidden_layers"]
 
 
+@pytest.mark.parametrize(("context", "expected_bytes"), [(32768, 655_622_144), (1024, 87_949_312)])
+def test_dsa_decode_reads_the_selected_latents_and_every_index_key(catalog_db, tmp_path, context, expected_bytes):
+    """One DeepSeek-V3.2 decode step (batch 1, BF16) at context c reads, in each of the 61
+    layers: the latent (kv_lora_rank 512) and rope key (qk_rope_head_dim 64) of the
+    min(c, index_topk = 2048) positions its top-k selected, and the index key
+    (index_head_dim 128) of all c positions, which the lightning indexer scores:
+      c = 32768: (2048 × (512 + 64) + 32768 × 128) × 61 = (1,179,648 + 4,194,304) × 61
+                 = 327,811,072 elements = 655,622,144 bytes — a fifth of the 1,407,188,992
+                 elements the cache holds ((512 + 64 + 128) × 32768 × 61);
+      c = 1024 (below index_topk, every position selected): (1024 × 576 + 1024 × 128) × 61
+                 = 43,974,656 elements = 87,949,312 bytes, the whole cache."""
+    cfg = _cfg("deepseek-ai__DeepSeek-V3.2.json")
+    selected = min(context, cfg["index_topk"]) * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
+    per_layer = selected + context * cfg["index_head_dim"]
+    assert 2 * per_layer * cfg["num_hidden_layers"] == expected_bytes
+    db = tmp_path / "store.duckdb"
+    shutil.copy(catalog_db, db)
+    con = duckdb.connect(str(db))
+    con.execute("insert into workloads values ('probe', 'decode', 1, 1, ?)", [context])
+    got = con.execute(
+        "select r.bytes_read, k.bytes from decode_cache_reads r join kv_per_request k using (model, workload, dtype) "
+        "where model = 'DeepSeek-V3.2' and workload = 'probe' and dtype = 'bf16'"
+    ).fetchone()
+    con.close()
+    whole = 2 * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] + cfg["index_head_dim"]) * context * 61
+    assert got == (expected_bytes, whole)
+    assert (expected_bytes < whole) == (context > cfg["index_topk"])
+
+
 # --------------------------------------------------------------------------- MiMo-V2-Flash
 
 
@@ -321,9 +352,9 @@ def test_schedule_from_two_config_lists_must_cover_every_combination(tmp_path):
 # --------------------------------------------------------------------------- Qwen3-VL
 
 
-def test_qwen3_vl_excludes_exactly_the_vision_tower():
-    """The inventory comparison leaves out model.visual.* (test_inventory_params.NOT_MODELED);
-    those tensors are exactly the vision tower vision_config describes, counted here:
+def test_qwen3_vl_vision_tower_is_the_vision_config():
+    """The vision tower (role vision: model.visual.*) of the spec and of the inventory is
+    exactly what vision_config describes, counted here:
     patch embedding Conv3d (hidden · in_channels · temporal_patch · patch² + bias), learned
     positions (num_position_embeddings · hidden); per block two LayerNorms (4·hidden), fused
     qkv (3·hidden² + 3·hidden), proj (hidden² + hidden), MLP (2·hidden·ffn + ffn + hidden);
@@ -333,7 +364,7 @@ def test_qwen3_vl_excludes_exactly_the_vision_tower():
     from tests.conftest import load_inventory
     from tests.test_inventory_params import NOT_MODELED
 
-    assert set(NOT_MODELED["Qwen3-VL-8B-Instruct"]) == {"model.visual."}
+    assert "Qwen3-VL-8B-Instruct" not in NOT_MODELED
     v = _cfg("Qwen__Qwen3-VL-8B-Instruct.json")["vision_config"]
     h, ffn, out = v["hidden_size"], v["intermediate_size"], v["out_hidden_size"]
     merged = h * v["spatial_merge_size"] ** 2
@@ -353,3 +384,8 @@ def test_qwen3_vl_excludes_exactly_the_vision_tower():
     inv = load_inventory("Qwen__Qwen3-VL-8B-Instruct.json")
     visual = [t for t in inv["checkpoint_tensors"] if t["name"].startswith("model.visual.")]
     assert sum(math.prod(t["shape"]) for t in visual) == expected
+    a = evaluate("Qwen3-VL-8B-Instruct")
+    count = {r["uid"]: r["count"] for r in a.tables["instances"].to_pylist()}
+    vision = {r["uid"] for r in a.tables["nodes"].to_pylist() if r["role"] == "vision"}
+    spec = sum(math.prod(w["shape"]) * count[w["uid"]] for w in a.tables["weights"].to_pylist() if w["uid"] in vision)
+    assert spec == expected

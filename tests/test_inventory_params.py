@@ -8,10 +8,11 @@ quantizer on meta (``*.weight_scale_inv``) are storage, not parameters (checkpoi
 reconciliation checks them); (2) layers transformers drops on load (``ignored_on_load``,
 the DeepSeek multi-token-prediction layer ``model.layers.{num_hidden_layers}``) are on disk
 and in the spec, so their parameters are added: per MTP layer its own embedding and head
-(2·vocab·d), enorm/hnorm/shared_head.norm (3·d), eh_proj (2d·d), plus one decoder layer —
-the same tensors as the inventory's last decoder layer (a MoE layer), with its own indexer
-where the config shares indexers across layers (``mtp_decoder_layer``).  A spec that does not
-model part of a checkpoint (Qwen3-VL's vision tower) is compared on every other tensor; the
+(2·vocab·d) where the checkpoint stores them (``mtp_own_embeddings``), enorm/hnorm/
+shared_head.norm (3·d), eh_proj (2d·d), plus one decoder layer — the same tensors as the
+inventory's last decoder layer (a MoE layer), with its own indexer where the config shares
+indexers across layers (``mtp_decoder_layer``).  A spec that does not
+model part of a checkpoint (Qwen3.5's vision tower) is compared on every other tensor; the
 exclusion is listed in NOT_MODELED with the construct that is missing.
 
 MXFP4 checkpoints (gpt-oss experts) store a parameter ``<p>`` as ``<p>_blocks`` (U8
@@ -45,8 +46,12 @@ def inventory_role(name: str) -> str:
         return "embedding"
     if name.startswith(("lm_head", "language_model.lm_head")):
         return "lm_head"
+    if name.startswith("model.visual."):  # Qwen3-VL's vision tower, its mergers and DeepStack mergers
+        return "vision"
     if ".self_attn." in name:
         return "attention"
+    if name.endswith(".layer_scalar"):  # Gemma-4: a learned scalar on each layer's residual output
+        return "residual"
     if ".linear_attn." in name:  # gated DeltaNet (Qwen3.5)
         return "linear_attention"
     if ".mamba." in name:  # Jamba's Mamba mixer
@@ -57,6 +62,7 @@ def inventory_role(name: str) -> str:
         return "ffn_moe" if any(k in name for k in (".experts.", ".router.", ".shared_expert.")) else "ffn"
     moe = (".block_sparse_moe.", ".mlp.experts.", ".mlp.gate.", ".mlp.shared_experts.", ".mlp.shared_expert.")
     moe += (".mlp.router.",)  # gpt-oss
+    moe += (".router.", ".experts.")  # Gemma-4: the layer's own router.* and experts.* (beside its dense mlp.*)
     if any(k in name for k in moe) or ".mlp.shared_expert_gate." in name:
         return "ffn_moe"
     if ".mlp." in name:
@@ -83,18 +89,23 @@ QUANT_SIBLINGS = (".weight_scale_inv",)
 # Checkpoint parts a catalog spec says it does not model (its doc names the missing
 # construct): model → {tensor-name prefix: why}.  Every other tensor is compared exactly.
 NOT_MODELED: dict[str, dict[str, str]] = {
-    "Qwen3-VL-8B-Instruct": {
-        "model.visual.": "vision tower and DeepStack: no image-patch model input (a runtime size beyond B, s, c) "
-        "yet; DeepStack itself is an append stream (read: each, tests/test_streams.py)",
-    },
     # Qwen3.5: the language model only; tests/test_families_recurrent.py derives the
     # excluded vision-tower count from vision_config and checks it equals these tensors
     **{
-        model: {"model.visual.": "vision tower: no image-patch model input (a runtime size beyond B, s, c) yet"}
+        model: {
+            "model.visual.": "vision tower not written for Qwen3.5 yet (the image-patch input v and the "
+            "Qwen3-VL vision components exist; the spec covers the language model)"
+        }
         for model in ("Qwen3.5-27B", "Qwen3.5-35B-A3B", "Qwen3.5-397B-A17B")
     },
 }
 
+
+# Gemma-4: the language model only (Gemma4ForConditionalGeneration.model.language_model)
+NOT_MODELED["gemma-4-26B-A4B"] = {
+    "model.vision_tower.": "vision tower: no image-patch model input (a runtime size beyond B, s, c) yet",
+    "model.embed_vision.": "projector of the vision features into the text embedding, which the spec has no input for",
+}
 
 # Llama-4: the language model only (Llama4ForConditionalGeneration.language_model)
 NOT_MODELED |= {
@@ -194,6 +205,40 @@ def mtp_module_tensors(inv: dict) -> dict[str, tuple[str, list[int]]]:
     return out
 
 
+# Which MTP layers store their own embed_tokens / shared_head.head, from public evidence:
+# the checkpoint's own quantization manifest.  An FP8 checkpoint's config lists under
+# quantization_config.modules_to_not_convert every module it keeps unquantized — norms,
+# routers, the main model.embed_tokens and lm_head, and for the MTP layer its enorm, hnorm,
+# eh_proj and shared_head.norm.  Embeddings and output heads are never FP8-quantized, so an
+# MTP layer that stored model.layers.{n}.embed_tokens or .shared_head.head would be listed
+# like model.embed_tokens and lm_head are.  GLM-5-FP8 and GLM-5.2-FP8 list neither (nor do
+# GLM-5.1-FP8 and GLM-5.3-FP8 in shared/data/configs): GLM-5.x MTP layers share the model's
+# embedding and head, as vLLM/SGLang's GLM MTP loaders and llama.cpp (GLM-4.6+: nextn
+# embed_tokens / shared_head_head marked optional, ggml-org/llama.cpp#16359) also allow.
+# DeepSeek-V3/R1/V3.2 (and GLM-4.7, no manifest in the fact folder) keep the default: the
+# DeepSeek-V3 checkpoint stores model.layers.61.embed_tokens and shared_head.head.
+# config file of the catalog model → FP8 sibling config (tests/fixtures/quant_configs)
+MTP_MANIFESTS = {
+    "zai-org__GLM-5.json": "zai-org__GLM-5-FP8.json",
+    "zai-org__GLM-5.2.json": "zai-org__GLM-5.2-FP8.json",
+}
+
+
+def mtp_own_embeddings(inv: dict) -> bool:
+    """True when the checkpoint's MTP layers store their own embed_tokens and
+    shared_head.head (see MTP_MANIFESTS)."""
+    manifest = MTP_MANIFESTS.get(inv["config_source"])
+    if manifest is None:
+        return True
+    cfg = json.loads((FIXTURES / "quant_configs" / manifest).read_text())
+    n = cfg["num_hidden_layers"]
+    kept = set(cfg["quantization_config"]["modules_to_not_convert"])
+    # the manifest does list the unquantized modules, the MTP layer's glue included
+    assert {"model.embed_tokens", "lm_head", f"model.layers.{n}.enorm", f"model.layers.{n}.shared_head.norm"} <= kept
+    own = {f"model.layers.{n}.embed_tokens", f"model.layers.{n}.shared_head.head"} & kept
+    return bool(own)
+
+
 def dropped_layer_params(inv: dict) -> dict[str, int]:
     """Per-role parameters of the MTP layers transformers drops on load (see module doc)."""
     qwen_mtp: dict[str, int] = {}
@@ -206,7 +251,8 @@ def dropped_layer_params(inv: dict) -> dict[str, int]:
     if not n_mtp:
         return {}
     d, vocab = cfg["hidden_size"], cfg["vocab_size"]
-    by_role = {"mtp": 2 * vocab * d + 3 * d + 2 * d * d}
+    own = 2 * vocab * d if mtp_own_embeddings(inv) else 0  # embed_tokens + shared_head.head
+    by_role = {"mtp": own + 3 * d + 2 * d * d}
     for name, shape in mtp_decoder_layer(inv).items():
         role = inventory_role(f"model.layers.0.{name}")
         by_role[role] = by_role.get(role, 0) + math.prod(shape)
@@ -313,13 +359,13 @@ def expected_tensors(inv: dict) -> dict[str, list[int]]:
         prefix = f"model.layers.{n + k}."
         out |= {prefix + name: shape for name, shape in mtp_decoder_layer(inv).items()}
         out |= {
-            prefix + "embed_tokens.weight": [vocab, d],
             prefix + "enorm.weight": [d],
             prefix + "hnorm.weight": [d],
             prefix + "eh_proj.weight": [d, 2 * d],
             prefix + "shared_head.norm.weight": [d],
-            prefix + "shared_head.head.weight": [vocab, d],
         }
+        if mtp_own_embeddings(inv):
+            out |= {prefix + "embed_tokens.weight": [vocab, d], prefix + "shared_head.head.weight": [vocab, d]}
     return out | {name: shape for name, (_, shape) in mtp_module_tensors(inv).items()}
 
 

@@ -188,7 +188,8 @@ def test_minilm_store_views(tmp_path):
     data_bytes = fixture["file_size_bytes"] - 8 - fixture["header_json_bytes"]
     assert totals == (104, 104, 104, data_bytes, data_bytes, 0, True)
     buffer = con.execute(
-        "select uid, tensor, dtype, shape, data_bytes, elements, copies from weight_storage where is_buffer"
+        "select uid, tensor, dtype, shape, data_bytes, elements, copies from weight_storage "
+        "where is_buffer and profile = 'native'"
     ).fetchall()
     assert buffer == [("position_embeddings", "position_ids", "I64", [1, 512], 4096, None, 1)]
     (params,) = con.execute("select params from model_summary").fetchone()
@@ -441,8 +442,9 @@ def test_write_checkpoint_replaces_the_same_checkpoint(tmp_path):
     con.close()
     with pytest.raises(StoreError, match=r"model 'Meta-Llama-3\.1-70b' is not in the store"):
         write_checkpoint(db, header_table(tensors, "ck2"), model="Meta-Llama-3.1-70b")
-    with pytest.raises(StoreError, match="no storage profile 'fp8'"):
-        write_checkpoint(db, header_table(tensors, "ck2"), model="Meta-Llama-3.1-8B", profile="fp8")
+    # the store holds the native storage and every shipped precision profile (fp8, nvfp4, …)
+    with pytest.raises(StoreError, match="no storage profile 'fp9'"):
+        write_checkpoint(db, header_table(tensors, "ck2"), model="Meta-Llama-3.1-8B", profile="fp9")
 
 
 def test_cli_validate_and_checkpoint(tmp_path):

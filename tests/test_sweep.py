@@ -67,6 +67,71 @@ def test_deployment_checks_report_broken_layouts(catalog_db, tmp_path):
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
     assert con.execute("select count(*) from deployment_checks").fetchone() == (0,)  # the defaults are valid
-    con.execute("insert into deployments values ('bad', 'H300', 8, 4, 1, 8, 1, 1, 'bf16', 'bf16', 'fp9', 0.9)")
+    con.execute(
+        "insert into deployments by name select 'bad' as deployment, 'H300' as gpu, 8 as gpus, 4 as tp, 1 as dp, "
+        "8 as ep, 1 as moe_tp, 1 as pp, 1 as cp, 'none' as cp_kind, 'bf16' as weight_dtype, 'bf16' as act_dtype, "
+        "'fp9' as kv_dtype, 0.9 as usable_memory_fraction, 'bf16' as weight_profile"
+    )
     rules = {r for (r,) in con.execute("select rule from deployment_checks where deployment = 'bad'").fetchall()}
     assert rules == {"attention degrees", "gpu", "dtype"}
+
+
+def test_grid_with_context_and_pipeline_parallel_degrees():
+    """16 GPUs, tp 4 or 8, cp 1 or 2 (ring and Ulysses), pp 1 or 2, ep 8 or 16: attention runs
+    tp × cp × dp × pp = 16 and experts ep × moe_tp × pp = 16; ep 16 with pp 2 does not divide."""
+    from archsql.sweep import DEPLOYMENT_COLUMNS
+
+    deployments, _ = grid(
+        ["H200 SXM"], [16], [4, 8], [8, 16], [1], [8192], cp=[1, 2], cp_kinds=["ring", "ulysses"], pp=[1, 2]
+    )
+    rows = [dict(zip(DEPLOYMENT_COLUMNS, d, strict=True)) for d in deployments]
+    got = sorted((r["tp"], r["cp"], r["cp_kind"], r["pp"], r["dp"], r["ep"], r["moe_tp"]) for r in rows)
+    expected = sorted(
+        (tp, cp, kind, pp, 16 // (tp * cp * pp), ep, 16 // (ep * pp))
+        for tp in (4, 8)
+        for cp in (1, 2)
+        for kind in (("ring", "ulysses") if cp > 1 else ("none",))
+        for pp in (1, 2)
+        for ep in (8, 16)
+        if ep * pp <= 16 and tp * cp * pp <= 16  # powers of two: fitting is dividing
+    )
+    assert got == expected
+    assert len({r["deployment"] for r in rows}) == len(rows)  # every point has its own name
+
+
+def test_sweep_cli_over_context_and_pipeline_parallel_layouts(catalog_db, tmp_path):
+    """`archsql sweep --cp --cp-kind --pp` on 16 H200 (2 nodes of 8): one row per layout and
+    workload, with the node count and the context-parallel kind; a kind that does not exist is
+    refused before anything runs."""
+    import json
+
+    from click.testing import CliRunner
+
+    from archsql.cli import cli
+
+    db = tmp_path / "store.duckdb"
+    shutil.copy(catalog_db, db)
+    args = ["--db", str(db), "sweep", "Meta-Llama-3.1-8B", "--count", "16", "--tp", "8", "--ep", "1"]
+    args += ["--batch", "1,64", "--context", "8k", "--cp", "1,2", "--cp-kind", "ring,ulysses", "--pp", "1,2"]
+    result = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    layouts = {(r["cp"], r["cp_kind"], r["pp"]) for r in rows}
+    assert layouts == {(1, "none", 1), (1, "none", 2), (2, "ring", 1), (2, "ulysses", 1)}  # tp8·cp2·pp2 > 16
+    assert len(rows) == 4 * 2 and {r["nodes"] for r in rows} == {2}
+    bad = CliRunner().invoke(cli, [*args[:-4], "--cp", "2", "--cp-kind", "rings"])
+    assert bad.exit_code != 0 and "'rings' is not a context-parallel kind" in bad.output
+
+
+def test_sweep_names_layouts_the_model_cannot_run(catalog_db, tmp_path):
+    """Qwen2.5-7B has 28 query heads: Ulysses over tp 4 × cp 2 = 8 cannot split them, the
+    ring can.  The point says why (layout_problems) and is never on the Pareto front."""
+    db = tmp_path / "store.duckdb"
+    shutil.copy(catalog_db, db)
+    deployments, workloads = grid(
+        ["H200 SXM"], [8], [4], [1], [1], [8192], phase="prefill", cp=[2], cp_kinds=["ring", "ulysses"]
+    )
+    table = sweep("Qwen2.5-7B", db, deployments, workloads)
+    problems = {r["cp_kind"]: r["layout_problems"] for r in table.to_pylist()}
+    assert problems["ring"] is None and "28 query heads do not split over tp × cp = 8" in problems["ulysses"]
+    assert all(r["cp_kind"] == "ring" for r in pareto(table).to_pylist())

@@ -68,6 +68,12 @@ Caches of one request at context c: local 2 layers × (key 2 + value 2) × min(c
   c = 2:  16 + (6·1 + 2) + 42 = 66;   c = 6:  32 + (6·2 + 6) + 42 = 92;
   c = 10: 32 + (6·3 + 10) + 42 = 102 (compressed: ceil(10/4) = 3 positions).
 × batch: d_c2 198, d_c10 306, p_s6_c6 184, p_s6_c10 204 elements (bf16: × 2 bytes).
+Cache reads per instance (cache_read_elements terms): attn reads its layer's key and value,
+(2 + 2)·B·min_c(4); latent reads every compressed latent, 6·B·ceil_c_div(4), but only the
+rope keys of 2 selected positions, 1·B·min_c(2) (a top-k reader); mixer reads its state, 42·B.
+A decode step at context c reads per request 8·min(c, 4) + 6·ceil(c/4) + min(c, 2) + 42:
+  c = 2:  16 + 6 + 2 + 42 = 66 (the whole cache);  c = 10: 32 + 18 + 2 + 42 = 94 (< 102)
+× batch 3: d_c2 198, d_c10 282 elements.
 Per token below every window: key 2·2 + value 2·2 + latent 6/4 + rope_key 1 + state 0
 = 10.5 elements (21 bytes bf16); fixed state 42 elements (84 bytes) per request; all 4
 layers hold a cache.
@@ -92,7 +98,9 @@ PHASES = ("prefill", "decode")
 
 def _table(name: str, rows: list[tuple]) -> pa.Table:
     schema = TABLES[name]
-    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
+    # trailing columns a toy row leaves out (terms.port, layouts.segments, ...) are null
+    pad = [(*r, *(None,) * (len(schema.names) - len(r))) for r in rows]
+    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in pad], schema=schema)
 
 
 def toy_tables() -> dict[str, pa.Table]:
@@ -272,6 +280,10 @@ def hybrid_tables() -> dict[str, pa.Table]:
         ("latent", "cache_elements", 6.0, 1, 0, 0, "ceil_c_div", 4),
         ("latent", "cache_elements", 1.0, 1, 0, 1, "none", 0),
         ("mixer", "cache_elements", 42.0, 1, 0, 0, "none", 0),  # conv_state 10 + ssm_state 32
+        ("attn", "cache_read_elements", 4.0, 1, 0, 0, "min_c", 4),  # key 2 + value 2 within the window
+        ("latent", "cache_read_elements", 6.0, 1, 0, 0, "ceil_c_div", 4),  # every compressed latent
+        ("latent", "cache_read_elements", 1.0, 1, 0, 0, "min_c", 2),  # rope keys of the top-2 positions
+        ("mixer", "cache_read_elements", 42.0, 1, 0, 0, "none", 0),  # the old state
     ]
     # (uid, cache, kind, growth, elements, window, ratio)
     caches = [
@@ -495,7 +507,9 @@ def test_decode_cache_reads(hybrid_db):
         "select workload, batch, context, elements_read, bytes_read, bytes_read_per_request "
         "from decode_cache_reads where dtype = 'bf16' order by workload",
     )
-    assert got == [("d_c10", 3, 10, 306, 612, 204), ("d_c2", 3, 2, 198, 396, 132)]
+    # the cache_read_elements terms at the workload (module docstring): a top-k reader reads
+    # fewer positions than the cache holds at c = 10, all of them at c = 2
+    assert got == [("d_c10", 3, 10, 282, 564, 188), ("d_c2", 3, 2, 198, 396, 132)]
 
 
 def test_hybrid_invariants_hold(hybrid_db):
@@ -518,6 +532,26 @@ def test_cache_terms_disagreeing_with_caches_are_caught(tmp_path):
     finally:
         con.close()
     assert ("int_cache_entries", "evaluator_terms_agree") in failures
+
+
+def test_a_cache_read_twice_is_caught(tmp_path):
+    """attn reads its layer's key and value twice (8 elements per kept position instead of
+    2 + 2): a decode step would read more than the caches hold (d_c2: 16 + 16 extra)."""
+    tables = hybrid_tables()
+    terms = tables["terms"].to_pylist()
+    for row in terms:
+        if row["uid"] == "attn" and row["quantity"] == "cache_read_elements":
+            row["coef"] = 8.0
+    tables["terms"] = pa.Table.from_pylist(terms, schema=TABLES["terms"])
+    path = tmp_path / "s.duckdb"
+    store.write_store(path, {**tables, "workloads": workloads_table(HYBRID_WORKLOADS)})
+    con = store.connect(path)
+    try:
+        failures = {(view, name) for view, name, _ in check_invariants(con) if view == "decode_cache_reads"}
+    finally:
+        con.close()
+    # d_c2 per request: 2 layers × 8 × min(2, 4) + 6 + 2 + 42 = 82 read > 66 held
+    assert failures == {("decode_cache_reads", "reads_at_most_the_cache_without_shared_caches")}
 
 
 def test_default_parameter_tables(db):
@@ -702,7 +736,15 @@ def test_sidecar_checked(tmp_path):
 
 
 def test_macros_defined_once_and_created_in_order():
-    assert [f.name for f in macro_files()] == ["window_pairs", "chunk_len", "chunk_pairs", "term_factor", "term_value"]
+    assert [f.name for f in macro_files()] == [
+        "window_pairs",
+        "chunk_len",
+        "chunk_pairs",
+        "term_factor",
+        "term_value",
+        "shard_local",
+        "shard_divisor",
+    ]
     # the term-evaluation expression is written once, in the term_value macro; terms meet
     # workloads in exactly two views: whole-model terms and per-device op terms
     assert not [f.name for f in view_files() if "term_factor(" in f.sql or "power(" in f.sql]

@@ -93,7 +93,10 @@ class Contract:
         return dstore.workload_rows(self.contexts, self.batch)
 
     def deployment(self) -> tuple:
-        return (CONTRACT_DEPLOYMENT, self.gpu, 1, 1, 1, 1, 1, 1, self.dtype, self.dtype, self.dtype, 0.9)
+        # one GPU (gpus, tp, dp, ep, moe_tp, pp, cp all 1), no cp kind, nodes derived; weights
+        # stored in the precision profile named like the dtype
+        single = (1, 1, 1, 1, 1, 1, 1, "none", None)
+        return (CONTRACT_DEPLOYMENT, self.gpu, *single, self.dtype, self.dtype, self.dtype, 0.9, self.dtype)
 
 
 @dataclass(frozen=True)

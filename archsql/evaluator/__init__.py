@@ -79,9 +79,16 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     analysis = Analysis(spec.name, dims, walks, tables)
     # bind_storage: how each weight is stored (quant_context, config quantization); its rule
     # problems are the packing guard's (archsql.validate), so only the table is kept here
-    from archsql.evaluator.storage import bind_storage
+    import pyarrow as pa
 
-    tables["storage_tensors"] = bind_storage(analysis, library, config=config).table
+    from archsql.evaluator.storage import NATIVE, bind_storage
+    from archsql.schema.quant import profile_names
+
+    # the checkpoint's own storage and every precision profile (a deployment's weight_profile
+    # picks one; "what if it were deployed in FP8" is the same spec bound another way)
+    tables["storage_tensors"] = pa.concat_tables(
+        bind_storage(analysis, library, profile=profile, config=config).table for profile in (NATIVE, *profile_names())
+    )
     return analysis
 
 

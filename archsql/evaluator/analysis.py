@@ -14,6 +14,7 @@ import pyarrow as pa
 import sympy
 
 from archsql.evaluator.layouts import propagate
+from archsql.evaluator.liveness import live_tensors
 from archsql.evaluator.terms import display, to_sql, to_terms
 from archsql.evaluator.walk import Walk
 from archsql.schema.tables import PHASES, TABLES
@@ -99,6 +100,8 @@ def build_tables(
     for phase in PHASES:
         w = walks[phase]
         node_layouts = propagate(w)
+        for uid, live_uid in live_tensors(w, _sources):
+            rows["liveness"].append({"model": model_name, "phase": phase, "uid": uid, "live_uid": live_uid})
         for uid, res in w.results.items():
             node = res.node
             _emit_layout(rows, model_name, phase, uid, res, node_layouts[uid], w, seen)
@@ -150,7 +153,8 @@ def build_tables(
                 quantities.append(("cache_elements", sum((f.expr() for f in res.caches), sympy.Integer(0))))
             for quantity, expr in quantities:
                 if quantity == "flops" or expr != 0:  # zero traffic rows say nothing
-                    _emit(rows, model_name, phase, uid, quantity, expr, w)
+                    ports = res.read_ports if quantity == "read_elements" else ()
+                    _emit(rows, model_name, phase, uid, quantity, expr, w, ports)
             if uid in seen:
                 continue
             seen.add(uid)
@@ -194,10 +198,13 @@ def build_tables(
 
 
 def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen: set[str]) -> None:
-    """Layout rows of a node (output, weights, expert copies) and its collectives as nodes."""
-    tensors = [("out", lay.out), *lay.weights.items()]
+    """Layout rows of a node (output, weights, consumed inputs, expert copies) and its
+    collectives as nodes."""
+    tensors = [("out", lay.out), *lay.weights.items(), *((f"in{p}", x) for p, x in enumerate(lay.ins))]
     for tensor, layout in tensors:
         for axis, group in layout.sharded:
+            parts = lay.parts.get((tensor, axis))
+            fused = isinstance(parts, tuple)
             rows["layouts"].append(
                 {
                     "model": model,
@@ -207,7 +214,8 @@ def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen
                     "axis": axis,
                     "placement": "S",
                     "group": group,
-                    "parts": lay.parts.get((tensor, axis)),
+                    "parts": None if fused else parts,
+                    "segments": [{"size": s, "parts": p} for s, p in parts] if fused else None,
                 }
             )
         for group in sorted(layout.partial):
@@ -221,6 +229,7 @@ def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen
                     "placement": "P",
                     "group": group,
                     "parts": None,
+                    "segments": None,
                 }
             )
     if lay.copies_group:
@@ -233,13 +242,15 @@ def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen
                 "axis": -1,
                 "placement": "S",
                 "group": lay.copies_group,
-                "parts": None,
+                "parts": _int_or_none(res.copies.xreplace(w.binding)),  # experts per layer (the fit rule)
+                "segments": None,
             }
         )
     node = res.node
     count, _ = node_count(w, res, symbolic=False)
     for coll in lay.collectives:
-        cuid = f"{uid}#{coll.kind}[{coll.port}]"
+        cuid = f"{uid}#{coll.kind}[{coll.port}]{coll.tag}"
+        _emit_message(rows, model, phase, cuid, coll)
         rows["collectives"].append(
             {
                 "model": model,
@@ -271,24 +282,52 @@ def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen
         _emit(rows, model, phase, cuid, "comm_elements", coll.elements, w)
 
 
-def _emit(rows, model: str, phase: str, uid: str, quantity: str, expr: sympy.Expr, w: Walk) -> None:
-    """Term rows and display formulas of one per-instance quantity of one node."""
-    bound = w.bind(expr)
-    for coef, eb, es, ec, factor, arg in to_terms(bound):
-        rows["terms"].append(
+def _emit_message(rows, model: str, phase: str, cuid: str, coll) -> None:
+    """Layout rows (tensor 'message') of the tensor a collective communicates, as one device
+    holds it: the views divide the global elements by its groups' degrees."""
+    parts = dict(coll.parts)
+    for axis, group in coll.message.sharded if coll.message is not None else ():
+        rows["layouts"].append(
             {
                 "model": model,
                 "phase": phase,
-                "uid": uid,
-                "quantity": quantity,
-                "coef": coef,
-                "e_B": eb,
-                "e_s": es,
-                "e_c": ec,
-                "factor": factor,
-                "factor_arg": arg,
+                "uid": cuid,
+                "tensor": "message",
+                "axis": axis,
+                "placement": "S",
+                "group": group,
+                "parts": parts.get(axis),
+                "segments": None,
             }
         )
+
+
+def _int_or_none(value) -> int | None:
+    return int(value) if getattr(value, "is_Integer", False) else None
+
+
+def _emit(rows, model: str, phase: str, uid: str, quantity: str, expr: sympy.Expr, w: Walk, ports: tuple = ()) -> None:
+    """Term rows and display formulas of one per-instance quantity of one node; with
+    ``ports`` (the quantity per input port, summing to ``expr``) the term rows are per port."""
+    bound = w.bind(expr)
+    per_port = [(p, w.bind(e)) for p, e in enumerate(ports) if e != 0] if ports else [(None, bound)]
+    for port, part in per_port:
+        for coef, eb, es, ec, factor, arg in to_terms(part):
+            rows["terms"].append(
+                {
+                    "model": model,
+                    "phase": phase,
+                    "uid": uid,
+                    "quantity": quantity,
+                    "coef": coef,
+                    "e_B": eb,
+                    "e_s": es,
+                    "e_c": ec,
+                    "factor": factor,
+                    "factor_arg": arg,
+                    "port": port,
+                }
+            )
     rows["formulas"].append(
         {
             "model": model,

@@ -44,6 +44,19 @@ class Split:
 
 
 @dataclass(frozen=True)
+class Part:
+    """Output axis is part ``index`` of input axis ``axis`` cut into consecutive ``parts``
+    whose sizes add up to it (``torch.split``; a slice of a fused projection's output).
+    Unlike :class:`Split` (a product: the outermost part carries the sharding), a part is a
+    range of the axis: it stays sharded only where the range is whole pieces of the axis."""
+
+    port: int
+    axis: int
+    parts: tuple[Axis, ...]
+    index: int
+
+
+@dataclass(frozen=True)
 class Flatten:
     """Output axis merges input axes ``axes`` (consecutive) of input ``port``."""
 
@@ -63,7 +76,7 @@ class Singleton:
     """A new axis of size 1."""
 
 
-DimSpec = InputDim | Split | Flatten | NewDim | Singleton
+DimSpec = InputDim | Split | Part | Flatten | NewDim | Singleton
 DimMap = tuple[DimSpec, ...]
 
 ONE = Axis("1", sympy.Integer(1), sympy.Integer(1))
@@ -75,7 +88,7 @@ def apply_dimmap(dimmap: DimMap, inputs: list[list[Axis]]) -> list[Axis]:
     for spec in dimmap:
         if isinstance(spec, InputDim):
             out.append(inputs[spec.port][spec.axis])
-        elif isinstance(spec, Split):
+        elif isinstance(spec, Split | Part):
             out.append(spec.parts[spec.index])
         elif isinstance(spec, Flatten):
             axes = [inputs[spec.port][a] for a in spec.axes]

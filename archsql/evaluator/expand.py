@@ -168,7 +168,19 @@ def _first_path(*candidates: str | None) -> str:
     return next(c for c in candidates if c is not None)
 
 
+def _under(prefix: str, path: str) -> str:
+    """A node's or slot fill's module path under its parent's prefix; ``/a.b`` names a
+    module of the model root instead (a checkpoint module that lives outside the layer that
+    runs it, e.g. Qwen3-VL's DeepStack mergers ``/model.visual.deepstack_merger_list.{layer}``
+    applied by decoder layer {layer}), keeping placeholders such as {layer}."""
+    return path[1:] if path.startswith("/") else f"{prefix}{path}"
+
+
 def _rename(path: str, rename: dict[str, str]) -> str:
+    """A fill's rename: a key naming the whole local path (``experts.{expert}.gate_proj``)
+    replaces it; other keys rename single segments (``gate_proj: w1``)."""
+    if path in rename:
+        return rename[path]
     return ".".join(rename.get(seg, seg) for seg in path.split("."))
 
 
@@ -254,8 +266,9 @@ class _Expander:
                 continue  # reported by the component check
             local = _rename(_first_path(node.path, node.name), rename)
             uid = f"{uid_prefix}{name}"
-            # path: "" puts the node's tensors on the component's own module (Mamba's A_log, D)
-            path = f"{path_prefix}{local}" if local else path_prefix.rstrip(".")
+            # path: "" puts the node's tensors on the component's own module (Mamba's A_log, D);
+            # a path starting with "/" is a module of the model root (_under)
+            path = _under(path_prefix, local) if local else path_prefix.rstrip(".")
             if node.slot is not None:
                 fill = fills.get(node.slot)
                 if fill is None:
@@ -282,7 +295,7 @@ class _Expander:
                 outs = self.expand_component(
                     sub,
                     f"{uid}.",
-                    f"{path_prefix}{sub_path}." if sub_path else path_prefix,
+                    f"{_under(path_prefix, sub_path)}." if sub_path else path_prefix,
                     inputs,
                     fills,
                     fill.rename,
@@ -374,6 +387,10 @@ class _Expander:
             if k is not False and k > 0:
                 return list(range(k - 1, layers, k)) if spec.at == "after" else list(range(0, layers, k))
             idx = None
+        elif _is_config_list(raw):
+            idx = self.config_layers(raw, where)
+            if idx is None:
+                return None
         else:
             idx = _layer_indices(raw, layers, self.bound_int)
         if idx is None:
@@ -381,7 +398,7 @@ class _Expander:
                 self.col,
                 where,
                 f"stream '{spec.name}': '{spec.at}:' takes the layers to archive",
-                expected="[i, …], 'a:b[:step]', all, or {every: k} (every k-th layer)",
+                expected="[i, …], 'a:b[:step]', all, {every: k} (every k-th layer) or {from: config.<list>, base: 0|1}",
                 got=type_name(raw),
             )
             return None
@@ -398,6 +415,44 @@ class _Expander:
             )
             return None
         return sorted(idx)
+
+    def config_layers(self, raw: dict, where: Where) -> list[int] | None:
+        """``{from: config.<list of layer numbers>, base: b}``: the layers a config lists by
+        number (``base: 1`` when the config counts layers from 1, as Kimi-K3's
+        linear_attn_config.full_attn_layers does), as 0-based indices.  The config stays the
+        one source of the numbers."""
+        from archsql.schema.expr import eval_binding
+
+        form = "{from: config.<list of layer numbers>, base: 0 | 1}"
+        if set(raw) - {"from", "base"} or not str(raw.get("from", "")).startswith("config."):
+            _add(self.col, where, f"layers from the config are {form}", got=", ".join(sorted(map(str, raw))))
+            return None
+        base = raw.get("base", 0)
+        if base not in (0, 1) or isinstance(base, bool):
+            _add(
+                self.col,
+                where,
+                "base: is the number the config gives the first layer",
+                expected="0 or 1",
+                got=repr(base),
+            )
+            return None
+        try:
+            values = eval_binding(raw["from"], self.config)
+        except KeyError as exc:
+            key, hint = exc.args
+            _add(self.col, where, f"config key '{key}' is missing", hint=hint)
+            return None
+        if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            _add(
+                self.col,
+                where,
+                f"{raw['from']} must be a list of layer numbers",
+                expected="a list of integers",
+                got=type_name(values),
+            )
+            return None
+        return [v - base for v in values]
 
     def history_streams(self, stack: str, reads) -> list[str]:
         """Append streams of ``stack`` read whole (all / concat) by the reads given: their
@@ -958,14 +1013,20 @@ class _Expander:
                 continue
             if _is_rest(entry):
                 idx = [layer for layer, t in enumerate(result) if t is None]
+            elif _is_config_list(entry.get("layers")):
+                idx = self.config_layers(entry["layers"], Where(at.file, at.line, at.column, f"{p}.layers"))
+                if idx is None:
+                    ok = False
+                    continue
             else:
                 idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers, self.bound_int)
             if idx is None:
                 _add(
                     self.col,
                     Where(at.file, at.line, at.column, f"{p}.layers"),
-                    "layers must be a list of layer indices, a slice 'a:b' or 'rest'",
-                    expected="[i, …], 'a:b[:step]' or 'rest' (every layer no other entry names)",
+                    "layers must be a list of layer indices, a slice 'a:b', a config list or 'rest'",
+                    expected="[i, …], 'a:b[:step]', {from: config.<index list>, base: 0|1} "
+                    "or 'rest' (every layer no other entry names)",
                     got=type_name(entry.get("layers")),
                 )
                 ok = False
@@ -1028,6 +1089,10 @@ def _templates_named(raw: Any) -> set[str]:
 
 def _is_rest(entry: Any) -> bool:
     return isinstance(entry, dict) and entry.get("layers") == "rest"
+
+
+def _is_config_list(raw: Any) -> bool:
+    return isinstance(raw, dict) and "from" in raw
 
 
 def _layer_indices(raw: Any, layers: int, bound_int) -> list[int] | None:

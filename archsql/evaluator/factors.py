@@ -11,7 +11,13 @@ name            sympy                    meaning
 ``window_pairs````window_pairs(s, c, w)``causal (query, key) pairs under a window
 ``chunk_len``   ``chunk_len(c, C)``      positions of the current attention chunk
 ``chunk_pairs`` ``chunk_pairs(s, c, C)`` causal (query, key) pairs under chunked attention
+``patches``     ``v**k``                 the image patches of a request, to the power k
 =============== ======================== ==============================================
+
+``patches`` carries the fourth runtime symbol, v (image patches a request brings this step,
+a vision tower's tokens): a vision term is ``coef · B^a · v^k`` and never meets s or c, so
+v rides in the term's one factor slot instead of an exponent column of its own; a term
+with v and another named factor, or with v and s or c, is rejected.
 
 Chunked (local) attention is not a sliding window: the sequence is cut into chunks of C
 positions and a query sees only the keys of its own chunk, itself included.  The query at
@@ -121,10 +127,13 @@ def classify(atom: sympy.Expr) -> tuple[str, int] | None:
     return None
 
 
-def factor_value(name: str, arg: int, s: int, c: int) -> int:
-    """The factor at a workload (the reference the SQL macros are tested against)."""
+def factor_value(name: str, arg: int, s: int, c: int, v: int = 0) -> int:
+    """The factor at a workload (the reference the SQL macros are tested against); ``v``:
+    image patches per request (0: a text-only workload)."""
     if name == NONE:
         return 1
+    if name == "patches":
+        return v**arg
     if name == "min_c":
         return min(c, arg)
     if name == "ceil_c_div":

@@ -8,7 +8,10 @@ Weights are placed by their ``weight_axes``; activations follow the primitive's 
 the same object shape inference reads: a copied axis keeps its sharding, a split axis
 puts it on its outermost part, a merged axis carries the outermost sharded part, a new
 axis from a weight takes the weight axis's placement, and a contracted axis sharded on
-both sides makes the output Partial.  Where a consumer cannot take what it is given, a
+both sides makes the output Partial.  A fused axis (weight_axes ``fused``: a projection's
+output that is several tensors side by side) carries its segments, each cut into its own
+whole pieces; a part of it (a slice, ``Part``) stays sharded when it is whole segments and
+is gathered otherwise, as is an axis a concat joins.  Where a consumer cannot take what it is given, a
 collective is inferred: Partial → Replicated is an all-reduce, a sharded axis the op
 needs whole is an all-gather, tokens sent to experts on other devices (dispatch/combine)
 are an all-to-all.  Nobody writes "all-reduce after o_proj": it falls out.
@@ -19,11 +22,12 @@ deployments table says by how much (degree 1 makes every collective free).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy
 
-from archsql.evaluator.dimmap import Flatten, InputDim, NewDim, Singleton, Split
+from archsql.evaluator import context_parallel as cpar
+from archsql.evaluator.dimmap import Flatten, InputDim, NewDim, Part, Singleton, Split
 from archsql.evaluator.primitives.base import Ctx, get_primitive
 from archsql.evaluator.walk import NodeResult, Walk
 
@@ -53,10 +57,22 @@ REPLICATED = Layout()
 
 @dataclass(frozen=True)
 class Collective:
-    kind: str  # all_reduce | all_gather | all_to_all
+    kind: str  # all_reduce | all_gather | all_to_all | ring_pass
     group: str
-    port: int  # which input of the consumer it prepares
+    port: int  # which input of the consumer it prepares (-1: the consumer's output)
     elements: sympy.Expr  # global elements of the tensor communicated (symbolic)
+    # the communicated tensor on one device (its groups divide the global elements into one
+    # device's share; axis -1: split over a group without an axis of its own); None: by dp
+    message: Layout | None = None
+    tag: str = ""  # tells collectives of one kind on one port apart (context parallel kinds)
+    parts: tuple[tuple[int, int | None], ...] = ()  # whole pieces of the message's split axes
+
+
+# A fused axis (a projection whose output is several tensors side by side, e.g. Mamba2's
+# in_proj = [z | x | B | C | dt]) is a concatenation of segments, each cut into its own
+# whole pieces: ((size, parts), ...).  A device holds ceil(parts / degree) pieces of each.
+Segments = tuple[tuple[int, int], ...]
+Parts = int | None | Segments
 
 
 @dataclass
@@ -65,9 +81,12 @@ class NodeLayout:
     weights: dict[str, Layout] = field(default_factory=dict)
     collectives: list[Collective] = field(default_factory=list)
     copies_group: str | None = None  # routed experts: their copies are spread over EP
-    # whole pieces a sharded axis is cut into (heads, experts' rows …): (tensor, axis) → parts.
-    # A device holds ceil(parts / degree) of them — the `fit` rule when parts do not divide.
-    parts: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    # whole pieces a sharded axis is cut into (heads, experts' rows …): (tensor, axis) → parts,
+    # or the segments of a fused axis.  A device holds ceil(parts / degree) of them — the
+    # `fit` rule when parts do not divide.  Tensors: 'out', weights, 'in<port>'.
+    parts: dict[tuple[str, int], Parts] = field(default_factory=dict)
+    # the layout each input is consumed in (after the collectives that prepare it)
+    ins: list[Layout] = field(default_factory=list)
 
 
 def parse_layout(text: str) -> Layout:
@@ -89,26 +108,35 @@ def _numel(res_shape) -> sympy.Expr:
     return sympy.Mul(*(a.expr for a in res_shape))
 
 
-def weight_placements(res: NodeResult, walk: Walk) -> tuple[dict[str, Layout], dict[tuple[str, int], int | None]]:
+def weight_placements(res: NodeResult, walk: Walk) -> tuple[dict[str, Layout], dict[tuple[str, int], Parts]]:
     """Weight placements from the node's weight_axes and the bound ``parts`` of each split
-    axis, keyed (tensor, axis).  The main weight takes weight_axes; a one-axis sibling (a
-    bias) follows the main weight's axis 0; anything else is replicated."""
+    axis (the segments of a ``fused`` axis), keyed (tensor, axis).  The main weight takes
+    weight_axes; a one-axis sibling (a bias) follows the main weight's axis 0; anything else
+    is replicated."""
     from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
 
     raw = getattr(res.node.spec, "weight_axes", None) or []
     symbols = {str(k): k for k in walk.binding} | RUNTIME_SYMBOLS
+
+    def bound(text) -> int | None:
+        try:
+            value = parse_dim_expr(text, symbols).xreplace(walk.binding)
+        except ExprSyntaxError:
+            return None
+        return int(value) if value.is_Integer else None
+
     main: list[tuple[int, str]] = []
-    main_parts: dict[int, int | None] = {}
+    main_parts: dict[int, Parts] = {}
     for axis, entry in enumerate(raw):
         if isinstance(entry, dict) and "world" in entry:
             main.append((axis, entry["world"]))
-            try:
-                value = parse_dim_expr(entry.get("parts", 0), symbols).xreplace(walk.binding)
-            except ExprSyntaxError:
-                value = None
-            main_parts[axis] = int(value) if value is not None and value.is_Integer else None
+            if isinstance(entry.get("fused"), list):
+                segments = tuple((bound(s.get("size", 0)), bound(s.get("parts", 0))) for s in entry["fused"])
+                main_parts[axis] = segments if all(a and b for a, b in segments) else None
+            else:
+                main_parts[axis] = bound(entry.get("parts", 0))
     layouts: dict[str, Layout] = {}
-    parts: dict[tuple[str, int], int | None] = {}
+    parts: dict[tuple[str, int], Parts] = {}
     for decl in res.weights:
         if decl.tensor == res.weights[0].tensor:
             layouts[decl.tensor] = Layout(tuple(main))
@@ -160,7 +188,7 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
             return Layout(tuple((a, g) for a, g in lay.sharded if a != join), lay.partial)
         return lay
 
-    def _parts_of(ref) -> dict[int, int | None]:
+    def _parts_of(ref) -> dict[int, Parts]:
         if ref.kind == "node" and ref.name in layouts:
             return {axis: p for (tensor, axis), p in layouts[ref.name].parts.items() if tensor == "out"}
         return {}
@@ -170,24 +198,55 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
         prim = get_primitive(node.op)()
         ctx = Ctx(res.params, res.ins, uid, out=res.shape, phase=program.phase)
         ins = [layout_of(ref, node) for ref in node.inputs]
+        ins = cpar.split_inputs(program.phase, node.inputs, res.ins, ins, Layout)
         collectives: list[Collective] = []
+        for port, lay in enumerate(ins):  # 0. a pending log-sum-exp merge (context parallel) resolves here
+            if cpar.CP in lay.partial:
+                collectives += cpar.merge_collectives(port, res.ins[port], Layout(lay.sharded), Collective, _numel)
+                ins[port] = Layout(lay.sharded, lay.partial - {cpar.CP})
         weights, weight_axis_parts = weight_placements(res, walk)
         contraction = prim.contraction(ctx)
 
         # 1. pending sums must be reduced unless the op is linear in that input
+        # — and a linear op passes a pending sum only when every device applies the same op:
+        # a weight split over the pending group makes each device's op different
+        split_by_weight = {g for w in weights.values() for _, g in w.sharded}
+        passes = prim.partial_passes or (node.op == "add" and _all_partial_alike(ins))
         for port, lay in enumerate(ins):
-            if lay.partial and not (prim.partial_passes or (node.op == "add" and _all_partial_alike(ins))):
-                for g in sorted(lay.partial):
-                    collectives.append(Collective("all_reduce", g, port, _numel(res.ins[port])))
-                ins[port] = Layout(lay.sharded)
-        # 2. axes the op reduces over must be whole
-        if prim.needs_whole_last_axis:
-            for port, lay in enumerate(ins):
+            due = lay.partial & split_by_weight if passes else lay.partial
+            for g in sorted(due):
+                collectives.append(Collective("all_reduce", g, port, _numel(res.ins[port]), Layout(lay.sharded)))
+            if due:
+                ins[port] = Layout(lay.sharded, lay.partial - due)
+        in_parts = [_parts_of(ref) for ref in node.inputs]
+
+        def gather(port: int, axis: int, ins=ins, collectives=collectives, res=res) -> None:
+            lay = ins[port]
+            collectives.append(Collective("all_gather", lay.group_of(axis), port, _numel(res.ins[port]), lay))
+            ins[port] = Layout(tuple((a, h) for a, h in lay.sharded if a != axis), lay.partial)
+
+        # 2. axes the op reduces over, or joins (concat), must be whole
+        whole_ports = prim.whole_last_axis_ports
+        if prim.needs_whole_last_axis or prim.shape_kind == "axis_concat":
+            for port in range(len(ins)) if whole_ports is None else whole_ports:
                 last = len(res.ins[port]) - 1
-                g = lay.group_of(last)
-                if g is not None:
-                    collectives.append(Collective("all_gather", g, port, _numel(res.ins[port])))
-                    ins[port] = Layout(tuple((a, h) for a, h in lay.sharded if a != last), lay.partial)
+                g = ins[port].group_of(last)
+                if g is not None and not cpar.keeps_split(prim, res.ins[port], last, g):
+                    gather(port, last)
+        dimmap = prim.dimmap(ctx)
+        # a part of a sharded axis stays sharded only when it is whole segments of it; a fused
+        # axis split into several new axes (a reshape across segments) must be whole
+        part_segments: dict[int, Parts] = {}
+        for out_axis, spec in enumerate(dimmap):
+            if isinstance(spec, Part | Split) and ins[spec.port].group_of(spec.axis) is not None:
+                whole = _size(res.ins[spec.port][spec.axis])
+                have = in_parts[spec.port].get(spec.axis)
+                if isinstance(spec, Part):
+                    part_segments[out_axis] = _part_of(spec, whole, have)
+                    if part_segments[out_axis] is None:
+                        gather(spec.port, spec.axis)
+                elif isinstance(have, tuple):
+                    gather(spec.port, spec.axis)
         partial = set().union(*(lay.partial for lay in ins)) if ins else set()
         # 3. contraction with a sharded weight
         weight_out: dict[int, str] = {}
@@ -201,51 +260,114 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
                 if g_w is not None:
                     partial.add(g_w)  # the local slice of the input meets the local slice of the weight
                     if g_in is not None and g_in != g_w:
-                        collectives.append(Collective("all_gather", g_in, port, _numel(res.ins[port])))
+                        gather(port, in_axis)
                 elif g_in is not None:
-                    collectives.append(Collective("all_gather", g_in, port, _numel(res.ins[port])))
+                    gather(port, in_axis)
             for w_axis in contraction.reduced_weight_axes:
                 if w.group_of(w_axis):
                     partial.add(w.group_of(w_axis))
         # 4. routed experts: tokens travel to the devices holding their experts and back
         copies_group = None
         if node.op == "dispatch":
-            collectives.append(Collective("all_to_all", EP, 0, _numel(res.shape)))
-        if node.op == "combine":
-            collectives.append(Collective("all_to_all", EP, 0, _numel(res.ins[0])))
+            collectives.append(Collective("all_to_all", EP, 0, _numel(res.shape), ins[0]))
+        if node.op == "combine":  # each device gets back its own tokens' expert outputs
+            tokens = tuple((a, g) for a, g in ins[1].sharded if g in (DP, cpar.CP))
+            collectives.append(Collective("all_to_all", EP, 0, _numel(res.ins[0]), Layout(tokens)))
+        # 4b. context parallel: an attention kernel over a split sequence (Ulysses / ring)
+        collectives += cpar.kernel_collectives(prim, ctx, res, ins, Collective, _numel)
         if res.copies != 1:
             copies_group = EP
         # 5. the output layout through the DimMap (with the whole parts each split axis has)
         sharded = []
-        parts: dict[tuple[str, int], int | None] = dict(weight_axis_parts)
-        in_parts = [_parts_of(ref) for ref in node.inputs]
+        parts: dict[tuple[str, int], Parts] = dict(weight_axis_parts)
         w_tensor = res.weights[0].tensor if res.weights else None
-        for out_axis, spec in enumerate(prim.dimmap(ctx)):
+        for out_axis, spec in enumerate(dimmap):
             g, p = None, _size(res.shape[out_axis])
             if isinstance(spec, InputDim):
                 g = ins[spec.port].group_of(spec.axis)
                 p = in_parts[spec.port].get(spec.axis, p)
             elif isinstance(spec, Split):
                 g = ins[spec.port].group_of(spec.axis) if spec.index == 0 else None
+            elif isinstance(spec, Part):
+                g = ins[spec.port].group_of(spec.axis)
+                p = part_segments.get(out_axis, p)
             elif isinstance(spec, Flatten):
                 a = next((a for a in spec.axes if ins[spec.port].group_of(a)), None)
                 g = ins[spec.port].group_of(a) if a is not None else None
-                p = in_parts[spec.port].get(a, _size(res.ins[spec.port][a])) if a is not None else p
+                if a is not None:
+                    inner = [_size(res.ins[spec.port][b]) for b in spec.axes if b > a]
+                    p = _scaled(in_parts[spec.port].get(a, _size(res.ins[spec.port][a])), inner)
             elif isinstance(spec, NewDim | Singleton):
-                g = weight_out.get(out_axis)
-                if g is not None and contraction is not None:
+                g = weight_out.get(out_axis) or cpar.context_group(res, ins, sharded, out_axis)
+                if g is not None and contraction is not None and out_axis in contraction.out_axes:
                     p = parts.get((w_tensor, contraction.out_axes[out_axis]), p)
-            if node.op == "dispatch" and g == DP:
+            if node.op == "dispatch" and g in (DP, cpar.CP):
                 g = None  # experts see every rank's tokens after the all-to-all
             if g is not None:
                 sharded.append((out_axis, g))
-                parts[("out", out_axis)] = None if g == DP else p
-        if node.op == "combine":  # tokens come back to their own data-parallel rank
-            sharded = [(a, g) for a, g in sharded if a != 0] + [(0, DP)]
+                parts[("out", out_axis)] = None if g in (DP, cpar.CP) else p
+        if node.op == "combine":  # tokens come back to their own data-parallel (and cp) rank
+            back = [(a, g) for a, g in ins[1].sharded if g == cpar.CP and a != 0]
+            sharded = [(a, g) for a, g in sharded if a != 0 and (a, g) not in back] + [(0, DP), *back]
+        if cpar.contracted_context(res, ins, sharded):
+            partial.add(cpar.CP)  # a device's share of the positions: a pending log-sum-exp merge
+        sharded = cpar.cached_split(res, program.phase, sharded)
+        collectives += cpar.output_collectives(prim, res, ins, sharded, Collective, _numel)
+        collectives = [_with_parts(c, in_parts, ins) for c in collectives]
+        for port, lay in enumerate(ins):  # the consumed inputs, with the pieces of their split axes
+            for axis, g in lay.sharded:
+                parts[(f"in{port}", axis)] = None if g == DP else in_parts[port].get(axis, _size(res.ins[port][axis]))
         layouts[uid] = NodeLayout(
-            Layout(tuple(sorted(sharded)), frozenset(partial)), weights, collectives, copies_group, parts
+            Layout(tuple(sorted(sharded)), frozenset(partial)), weights, collectives, copies_group, parts, ins
         )
     return layouts
+
+
+def _part_of(spec: Part, whole: int | None, have: Parts) -> Parts:
+    """The pieces of part ``spec.index`` of a sharded axis of size ``whole`` cut into
+    ``have`` pieces (or segments): the segments the part covers, or None when the part does
+    not start and end on segment boundaries (a device's slice then straddles it)."""
+    sizes = [_size(a) for a in spec.parts]
+    if have is None or whole is None or any(s is None for s in sizes):
+        return None
+    segments = have if isinstance(have, tuple) else ((whole, have),)
+    start = sum(sizes[: spec.index])  # type: ignore[arg-type]
+    end = start + sizes[spec.index]  # type: ignore[operator]
+    covered, pos = [], 0
+    for size, pieces in segments:
+        if start <= pos and pos + size <= end:
+            covered.append((size, pieces))
+        elif pos < end and pos + size > start:
+            return None
+        pos += size
+    if not covered or sum(s for s, _ in covered) != end - start:
+        return None
+    return covered[0][1] if len(covered) == 1 else tuple(covered)
+
+
+def _scaled(parts: Parts, inner: list[int | None]) -> Parts:
+    """Pieces of an axis merged with the axes inside it: counts stay, segment sizes grow."""
+    if not isinstance(parts, tuple):
+        return parts
+    if any(n is None for n in inner):
+        return None
+    factor = 1
+    for n in inner:
+        factor *= n  # type: ignore[operator]
+    return tuple((size * factor, pieces) for size, pieces in parts)
+
+
+def _with_parts(coll: Collective, in_parts: list[dict[int, Parts]], ins: list[Layout]) -> Collective:
+    """The whole pieces of each split axis of a collective's message (from its port)."""
+    if coll.message is None or coll.parts or not 0 <= coll.port < len(in_parts):
+        return coll
+    pieces = in_parts[coll.port]
+    found = tuple(
+        (a, pieces.get(a) if isinstance(pieces.get(a), int) and g not in (DP, cpar.CP) else None)
+        for a, g in coll.message.sharded
+        if a >= 0
+    )
+    return replace(coll, parts=found)
 
 
 def _all_partial_alike(ins: list[Layout]) -> bool:

@@ -157,7 +157,8 @@ def _weight_rows(analysis, model, profile, qc, schemes, dtype, issues) -> tuple[
         module = name[: -len(tensor) - 1] if name.endswith("." + tensor) else name
         layers = _layers(node, schedule)
         copies = counts.get(w["uid"], 1) // max(1, len(layers or [1]))
-        if copies > 1 and "{expert}" not in name:  # stacked experts: one tensor per layer, [copies, *shape]
+        stacked = copies > 1 and "{expert}" not in name
+        if stacked:  # stacked experts: one tensor per layer, [copies, *shape]
             shape = [copies, *shape]
         groups: dict[tuple, tuple[Rule, list[int]]] = {}
         for layer in layers if layers is not None else [None]:
@@ -190,6 +191,7 @@ def _weight_rows(analysis, model, profile, qc, schemes, dtype, issues) -> tuple[
             params = scheme.bind_params(given, dtype)
             try:
                 stored = scheme.stored(name, module, shape, params)
+                sources = scheme.axis_sources(len(shape), params)
             except FormulaError as exc:
                 issues.append(
                     Issue(f"{name}: {exc}", file=rule.where.file if rule.where else None, path=f"uid {w['uid']}")
@@ -210,9 +212,17 @@ def _weight_rows(analysis, model, profile, qc, schemes, dtype, issues) -> tuple[
                         "dtype": part_dtype,
                         "shape": part_shape,
                         "packing": packing,
+                        "axis_map": _axis_map(sources[part], stacked),
                     }
                 )
     return rows, names
+
+
+def _axis_map(sources: list[tuple[int | None, int]], stacked: bool) -> list[dict[str, int | None]]:
+    """Stored axis → the weight axis it follows (weights.shape index; -1 the stacked copies
+    axis; null none) and its divisor: stored size = ceil(weight axis size / divisor)."""
+    shift = 1 if stacked else 0
+    return [{"axis": None if a is None else a - shift, "divisor": d} for a, d in sources]
 
 
 def _buffer_rows(analysis, spec, profile, buffers) -> list[dict]:
@@ -256,6 +266,7 @@ def _buffer_rows(analysis, spec, profile, buffers) -> list[dict]:
                     "dtype": buf.dtype,
                     "shape": shape,
                     "packing": None,
+                    "axis_map": [{"axis": None, "divisor": 1} for _ in shape],
                 }
             )
     if issues:

@@ -22,8 +22,14 @@ from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
 from archsql.schema.validate import _add, dim_symbols
 from archsql.schema.weight_axes import check_weight_axes
 
-# token ids, and the per-token position / segment ids an encoder embeds (BERT)
-MODEL_INPUT_SHAPES = {"input_ids": ("B", "s"), "position_ids": ("B", "s"), "token_type_ids": ("B", "s")}
+# token ids, the per-token position / segment ids an encoder embeds (BERT), and a request's
+# image as v patches (each patch's pixels are read by the patch embedding)
+MODEL_INPUT_SHAPES = {
+    "input_ids": ("B", "s"),
+    "position_ids": ("B", "s"),
+    "token_type_ids": ("B", "s"),
+    "pixel_values": ("B", "v"),
+}
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class NodeResult:
     caches: list[CacheFact]
     params: dict[str, object]  # the node's bound parameters (Axis / list / ints), as the primitive saw them
     io: tuple[sympy.Expr, ...] = ()  # activation elements read, written; cache elements read
+    read_ports: tuple[sympy.Expr, ...] = ()  # the reads of io[0], per input port
 
 
 @dataclass
@@ -83,6 +90,18 @@ class Walk:
 
     def bind(self, expr: sympy.Expr) -> sympy.Expr:
         return sympy.expand(expr.xreplace(self.binding))
+
+
+def _read_ports(prim, reads, ins) -> tuple[sympy.Expr, ...]:
+    """The activation reads of an op per input port (``Primitive.io``)."""
+    if isinstance(reads, tuple | list):
+        assert len(reads) == len(ins), f"{prim.name}.io gives reads of {len(reads)} ports, the op has {len(ins)} inputs"
+        return tuple(sympy.sympify(r) for r in reads)
+    reads = sympy.sympify(reads)
+    if reads == 0:
+        return tuple(sympy.Integer(0) for _ in ins)
+    assert len(ins) == 1, f"{prim.name}.io must give its reads per input port (it has {len(ins)} inputs)"
+    return (reads,)
 
 
 def _runtime_axis(name: str) -> Axis:
@@ -386,6 +405,8 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             if fact is not None:
                 caches.append(fact)
         weights = prim.weights(ctx)
+        reads, writes = prim.io(ctx)
+        read_ports = _read_ports(prim, reads, ins)
         col.issues.extend(
             check_weight_axes(node.spec, list(weights[0].axes) if weights else [], library.dims, symbols, binding)
         )
@@ -399,7 +420,8 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             sympy.sympify(prim.active_copies(ctx)),
             caches,
             ctx_dims,
-            tuple(sympy.sympify(e) for e in (*prim.io(ctx), prim.cache_reads(ctx))),
+            tuple(sympy.sympify(e) for e in (sympy.Add(*read_ports), writes, prim.cache_reads(ctx))),
+            read_ports,
         )
     for ref in program.outputs.values():
         if ref.kind == "stream":

@@ -20,13 +20,18 @@ Modules:
 ``files``          CSV / Parquet measurement files
 ``aiconfigurator`` NVIDIA aiconfigurator-core's ``systems/data`` tables
 ``harness``        eager references, output checks, timing: ``archsql bench``
-``plan``           the unique kernel shapes of one step of a model (TP = 1)
-``cli``            ``archsql corpus import | summary | sync`` and ``archsql bench``
+``providers``      the kernel libraries the harness measures (PyTorch eager, FlashInfer,
+                   flash-attn, DeepGEMM): availability, versions, kernels
+``plan``           the unique kernel shapes one device of a deployment runs in a step
+                   (the ``kernel_plan`` view)
+``measured``       ``measured_vs_sol`` / ``step_measured`` of a model × deployment, names checked
+``cli``            ``archsql corpus import | summary | sync | vs-sol`` and ``archsql bench``
 =================  =====================================================================
 
-Joining a deployment's ops with measurements (``measured_vs_sol``) is a plain join on the
-signature columns (``op_kind``, ``gpu``, ``dtype`` and the shape fields, e.g. GEMM
-``m, n, k``) once the deployment views give per-device shapes.
+Joining a deployment's ops with measurements (the view ``measured_vs_sol``) is an exact join
+of ``kernel_signatures`` (per-device shapes read through the layouts) with the corpus on
+``gpu``, ``op_kind`` and the op kind's signature fields (``OpKind.signature``, e.g. GEMM
+``dtype, weight_dtype, m, n, k``); ``step_measured`` sums it per step (docs/kernel_corpus.md).
 """
 
 from archsql.kernel_corpus.aiconfigurator import import_aiconfigurator

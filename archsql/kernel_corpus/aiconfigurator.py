@@ -21,7 +21,16 @@ the corpus columns:
   ``heads`` with ``tp`` = tp_size.  ``kv_len`` = ``isl + step``
   (``step`` is the cached history; a decode row has isl = 1).  MLA kernels use the
   DeepSeek geometry the collectors assert (kv_lora_rank 512, rope 64, qk_nope 128, v 128);
-* a DeepEP row gives two measurements, dispatch and combine (same ``source_row``).
+* a DeepEP row gives two measurements, dispatch and combine (same ``source_row``);
+* a GDN / KDA / Mamba2 row times one kernel of the mixer: the causal conv kernels
+  (``kernel_source`` ``causal_conv1d…``) become op kind ``causal_conv1d`` with ``hidden`` =
+  the conv channels (2·k heads·k dim + v heads·v dim; Mamba2: heads·head_dim +
+  2·groups·d_state — the collectors' ``conv_channels`` / ``conv_dim``), the others the
+  mixer's rule (``gdn``, ``kda``, ``mamba2``); the collectors run them in BF16;
+* model-specific modules and sparse-attention kernels name their ``model``; the geometry
+  their work formulas need (MLA ranks, sparse top-k, windows, indexer heads) is read from
+  that model's config in the same package (``aiconfigurator_core/model_configs/
+  <org>--<name>_config.json``), declared per table (:attr:`TableMap.config`).
 
 Knobs outside the signature (architecture, backend, sms, score_mode, ...) go to ``attrs``.
 Rows then pass the common validation (:mod:`archsql.kernel_corpus.ingest`): bad rows are
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import re
 import tempfile
 import zipfile
@@ -52,6 +62,7 @@ from archsql.kernel_corpus.schema import CORPUS_SCHEMA, sql_type
 
 ORIGIN = "aiconfigurator-core"
 DATA = "aiconfigurator_core/systems/data"
+MODEL_CONFIGS = "aiconfigurator_core/model_configs"
 
 # aiconfigurator system -> the gpus.gpu it runs (its systems/<system>.yaml describes the GPU)
 SYSTEM_GPUS = {
@@ -84,10 +95,55 @@ _LINEAR_ATTN = {
     "batch": "batch_size",
     "q_len": "seq_len",
     "tokens": "num_tokens",
-    "hidden": "d_model",
     "conv_kernel": "d_conv",
     "model": "model_name",
+    "dtype": "'bfloat16'",  # every GDN / KDA / Mamba2 collector runs its kernels in torch.bfloat16
 }
+_CONV = "kernel_source like 'causal_conv1d%'"  # the mixer's causal conv kernel (fn, update, fn_qkv3)
+# Conv channels per mixer table, as each collector sizes its conv input: q, k and v
+# (sglang/ and vllm/collect_gdn.py, collect_kda.py: 2·key_dim + value_dim = 3·proj_size),
+# except TRT-LLM's GDN collector, which convolves the key channels only
+# (trtllm/collect_gdn.py: conv_channels = num_k_heads * head_k_dim); Mamba2 convolves x, B, C
+# (trtllm/collect_mamba2.py: conv_dim = d_inner + 2 * n_groups * d_state).
+_DELTA_CONV = (
+    "case when lower(framework) = 'trtllm' then num_k_heads * head_k_dim "
+    "else 2 * num_k_heads * head_k_dim + num_v_heads * head_v_dim end"
+)
+_MAMBA2_CONV = "nheads * head_dim + 2 * n_groups * d_state"
+
+
+def _mixer(kind: str, channels: str) -> dict[str, str]:
+    return {
+        **_LINEAR_ATTN,
+        "op_kind": f"case when {_CONV} then 'causal_conv1d' else '{kind}' end",
+        "hidden": f"case when {_CONV} then {channels} else d_model end",
+    }
+
+
+# Model geometry from the package's model_configs, per family of table.
+_MLA_CONFIG = {
+    "hidden": "hidden_size",
+    "kv_lora_rank": "kv_lora_rank",
+    "rope_dim": "qk_rope_head_dim",
+    "head_dim": "qk_nope_head_dim",
+    "v_head_dim": "v_head_dim",
+}
+_DSA_CONFIG = {**_MLA_CONFIG, "index_topk": "index_topk"}
+_MSA_CONFIG = {
+    "hidden": "hidden_size",
+    "head_dim": "head_dim",
+    "v_head_dim": "head_dim",
+    "index_topk": "sparse_topk_tokens",
+}
+_DSV4_CONFIG = {
+    "hidden": "hidden_size",
+    "head_dim": "head_dim",  # one 512-wide entry is both key and value
+    "v_head_dim": "head_dim",
+    "window_size": "sliding_window",
+    "index_topk": "index_topk",
+}
+# indexer kernels: the row's num_heads is the attention's (kept in attrs); the kernel runs the index heads
+_INDEXER_CONFIG = {"heads": "index_n_heads", "head_dim": "index_head_dim", "index_topk": "index_topk"}
 _MOE = {
     "dtype": "moe_dtype",
     "tokens": "num_tokens",
@@ -108,13 +164,16 @@ _COLLECTIVE_BYTES = "message_size * case {c} when 'half' then 2 when 'bfloat16' 
 @dataclass(frozen=True)
 class TableMap:
     """How one aiconfigurator table becomes corpus rows: corpus column -> SQL expression
-    over the table's columns (an expression naming a column the file lacks is null)."""
+    over the table's columns (an expression naming a column the file lacks is null);
+    ``config``: corpus column -> a key of the row's model config (:data:`CONFIG_KEYS`),
+    which takes precedence over ``columns``."""
 
     columns: dict[str, str]
     unit: str = "ms"  # of latency
     latency: str = "latency"
     attrs: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
 
 
 def _deepep(kind: str, latency: str, attrs: tuple[str, ...]) -> TableMap:
@@ -196,27 +255,37 @@ TABLES: dict[str, tuple[TableMap, ...]] = {
         ),
     ),
     "mla_context_module_perf": (
-        TableMap({"op_kind": "'mla_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",)),
+        TableMap(
+            {"op_kind": "'mla_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",), config=_MLA_CONFIG
+        ),
     ),
     "wideep_context_mla_perf": (
-        TableMap({"op_kind": "'mla_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",)),
+        TableMap(
+            {"op_kind": "'mla_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",), config=_MLA_CONFIG
+        ),
     ),
     "dsa_context_module_perf": (
-        TableMap({"op_kind": "'dsa_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",)),
+        TableMap(
+            {"op_kind": "'dsa_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",), config=_DSA_CONFIG
+        ),
     ),
     "msa_context_module_perf": (
-        TableMap({"op_kind": "'msa_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",)),
+        TableMap(
+            {"op_kind": "'msa_module'", "phase": "'prefill'", **_MODULE}, attrs=("architecture",), config=_MSA_CONFIG
+        ),
     ),
     "dsv4_csa_context_module_perf": (
         TableMap(
             {"op_kind": "'dsv4_csa_module'", "phase": "'prefill'", **_MODULE, "compress_ratio": "compress_ratio"},
             attrs=("architecture",),
+            config=_DSV4_CONFIG,
         ),
     ),
     "dsv4_hca_context_module_perf": (
         TableMap(
             {"op_kind": "'dsv4_hca_module'", "phase": "'prefill'", **_MODULE, "compress_ratio": "compress_ratio"},
             attrs=("architecture",),
+            config=_DSV4_CONFIG,
         ),
     ),
     "dsv4_hca_attn_module_perf": (
@@ -228,77 +297,85 @@ TABLES: dict[str, tuple[TableMap, ...]] = {
                 "compress_ratio": "compress_ratio",
             },
             attrs=("architecture", "num_heads"),
+            config=_DSV4_CONFIG,
         ),
     ),
     "dsv4_csa_topk_calib_perf": (
         TableMap(
             {"op_kind": "'sparse_topk'", **_MODULE, "compress_ratio": "compress_ratio"},
-            attrs=("architecture", "score_mode"),
+            attrs=("architecture", "score_mode", "num_heads"),
+            config=_INDEXER_CONFIG,
         ),
     ),
     "dsv4_paged_mqa_logits_module_perf": (
         TableMap(
-            {
-                "op_kind": "'mqa_logits'",
-                **_MODULE,
-                "heads": "coalesce(local_num_heads, num_heads)",
-                "compress_ratio": "compress_ratio",
-            },
-            attrs=("architecture",),
+            {"op_kind": "'mqa_logits'", **_MODULE, "compress_ratio": "compress_ratio"},
+            attrs=("architecture", "num_heads", "local_num_heads"),
+            config=_INDEXER_CONFIG,
         ),
     ),
     "glm5_dsa_attn_module_perf": (
-        TableMap({"op_kind": "'dsa_attn'", **_MODULE, "compress_ratio": "compress_ratio"}, attrs=("architecture",)),
+        TableMap(
+            {"op_kind": "'dsa_attn'", **_MODULE, "compress_ratio": "compress_ratio"},
+            attrs=("architecture",),
+            config=_DSA_CONFIG,
+        ),
     ),
     "glm5_mqa_logits_module_perf": (
-        TableMap({"op_kind": "'mqa_logits'", **_MODULE, "compress_ratio": "compress_ratio"}, attrs=("architecture",)),
+        TableMap(
+            {"op_kind": "'mqa_logits'", **_MODULE, "compress_ratio": "compress_ratio"},
+            attrs=("architecture", "num_heads"),
+            config=_INDEXER_CONFIG,
+        ),
     ),
     "glm5_topk_module_perf": (
         TableMap(
             {"op_kind": "'sparse_topk'", **_MODULE, "compress_ratio": "compress_ratio"},
-            attrs=("architecture", "score_mode"),
+            attrs=("architecture", "score_mode", "num_heads"),
+            config=_INDEXER_CONFIG,
         ),
     ),
     "gdn_perf": (
         TableMap(
             {
-                "op_kind": "'gdn'",
-                **_LINEAR_ATTN,
+                **_mixer("gdn", _DELTA_CONV),
                 "heads": "num_v_heads",
                 "kv_heads": "num_k_heads",
                 "head_dim": "head_k_dim",
                 "v_head_dim": "head_v_dim",
-            }
+            },
+            attrs=("d_model",),
         ),
     ),
     "kda_perf": (
         TableMap(
             {
-                "op_kind": "'kda'",
-                **_LINEAR_ATTN,
+                **_mixer("kda", _DELTA_CONV),
                 "heads": "num_v_heads",
                 "kv_heads": "num_k_heads",
                 "head_dim": "head_k_dim",
                 "v_head_dim": "head_v_dim",
-            }
+            },
+            attrs=("d_model",),
         ),
     ),
     "mamba2_perf": (
         TableMap(
             {
-                "op_kind": "'mamba2'",
-                **_LINEAR_ATTN,
+                **_mixer("mamba2", _MAMBA2_CONV),
                 "heads": "nheads",
                 "head_dim": "head_dim",
                 "state_dim": "d_state",
                 "ssm_groups": "n_groups",
                 "chunk": "chunk_size",
-            }
+            },
+            attrs=("d_model",),
         ),
     ),
     "mhc_module_perf": (
         TableMap(
-            {"op_kind": "'mhc'", "tokens": "num_tokens", "hidden": "hidden_size"},
+            # the collectors build the module in torch.bfloat16
+            {"op_kind": "'mhc'", "tokens": "num_tokens", "hidden": "hidden_size", "dtype": "'bfloat16'"},
             attrs=("architecture", "num_sites", "hc_mult", "sinkhorn_iters"),
         ),
     ),
@@ -316,10 +393,13 @@ TABLES: dict[str, tuple[TableMap, ...]] = {
             {
                 "op_kind": "'moe_module'",
                 **_MOE,
+                # tokens before routing, as in the other MoE tables: num_tokens is per rank
+                "tokens": "global_num_tokens",
                 "phase": _PHASE.format(c="phase"),
                 "shared_experts": "num_fused_shared_experts",
             },
             attrs=(
+                "num_tokens",
                 "kernel_dtype",
                 "global_num_tokens",
                 "source_policy",
@@ -425,12 +505,15 @@ for _table, _kind in (
     ("dsv4_hca_generation_module_perf", "dsv4_hca_module"),
 ):
     _context = TABLES[_table.replace("generation", "context")][0]
-    TABLES[_table] = (TableMap({**_context.columns, "phase": "'decode'"}, attrs=_context.attrs),)
+    TABLES[_table] = (
+        TableMap({**_context.columns, "phase": "'decode'"}, attrs=_context.attrs, config=_context.config),
+    )
 # the wide-EP decode MLA table states the context length as isl (step is 0): one new token
 TABLES["wideep_generation_mla_perf"] = (
     TableMap(
         {**TABLES["wideep_context_mla_perf"][0].columns, "phase": "'decode'", "q_len": "1", "kv_len": "isl + step"},
         attrs=("architecture",),
+        config=_MLA_CONFIG,
     ),
 )
 TABLES["wideep_generation_mlp_perf"] = (
@@ -480,7 +563,12 @@ def locate(location: str | Path | None = None) -> tuple[Path, str, tempfile.Temp
         tmp = tempfile.TemporaryDirectory(prefix="archsql-aic-")
         try:
             with zipfile.ZipFile(path) as whl:
-                members = [m for m in whl.namelist() if m.startswith(DATA + "/") and m.endswith(".parquet")]
+                members = [
+                    m
+                    for m in whl.namelist()
+                    if (m.startswith(DATA + "/") and m.endswith(".parquet"))
+                    or (m.startswith(MODEL_CONFIGS + "/") and m.endswith(".json"))
+                ]
                 whl.extractall(tmp.name, members)
         except (zipfile.BadZipFile, OSError) as exc:
             tmp.cleanup()
@@ -492,6 +580,61 @@ def locate(location: str | Path | None = None) -> tuple[Path, str, tempfile.Temp
                 return candidate, _version_near(candidate), None
         raise CorpusError(issues=[Issue("no aiconfigurator systems/data folder here", file=str(path))])
     raise CorpusError(issues=[Issue("no such file or folder", file=str(path))])
+
+
+# Model geometry the work formulas use, read from a model config (``text_config`` first,
+# as multimodal configs nest the language model there): column -> how to read it.
+CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("hidden_size",),
+    "head_dim": ("head_dim",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "index_topk": ("index_topk",),
+    "index_n_heads": ("index_n_heads",),
+    "index_head_dim": ("index_head_dim",),
+    "sliding_window": ("sliding_window",),
+    # block-sparse attention: tokens a query's top-k blocks cover
+    "sparse_topk_tokens": ("sparse_attention_config.sparse_topk_blocks", "sparse_attention_config.sparse_block_size"),
+}
+
+
+def model_configs(data: Path) -> pa.Table:
+    """One row per model config shipped beside ``data`` (``model_configs/<org>--<name>_config.json``
+    next to ``systems/``): ``model`` (``org/name``, as the tables' ``model`` column names it)
+    and the :data:`CONFIG_KEYS` (a product of several keys for a multi-key entry; null when
+    a key is absent or not an integer)."""
+    folder = data.parent.parent / "model_configs"
+    rows = []
+    for path in sorted(folder.glob("*_config.json")) if folder.is_dir() else ():
+        if path.name.endswith("_hf_quant_config.json"):
+            continue
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # not a config: its models keep null geometry (their formulas are null)
+        if not isinstance(config, dict):
+            continue
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        row = {"model": path.name.removesuffix("_config.json").replace("--", "/", 1)}
+        for column, keys in CONFIG_KEYS.items():
+            row[column] = _config_product(text, keys)
+        rows.append(row)
+    schema = pa.schema([("model", pa.string())] + [(c, pa.int64()) for c in CONFIG_KEYS])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _config_product(config: dict, keys: tuple[str, ...]) -> int | None:
+    out = 1
+    for key in keys:
+        value = config
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        out *= value
+    return out
 
 
 def data_files(data: Path, systems: list[str] | None = None) -> list[DataFile]:
@@ -540,6 +683,9 @@ def import_aiconfigurator(
             if f.table in TABLES
         }
         with CorpusWriter(db, rejects) as writer:
+            writer.con.register("__archsql_model_configs", model_configs(data))
+            writer.con.execute("create or replace temp table __model_configs as select * from __archsql_model_configs")
+            writer.con.unregister("__archsql_model_configs")
             fresh = {s.hash for s in writer.new_sources(sources.values())}
             groups: dict[str, list[DataFile]] = defaultdict(list)
             for f in files:
@@ -617,14 +763,19 @@ def _select(m: TableMap, table: str, available: set[str], name: str, raw: str) -
             present = [a for a in m.attrs if a in available]
             packed = ", ".join(f"{a} := r.{a}" for a in present)
             out.append(f"to_json(struct_pack({packed}))::varchar as attrs" if present else "null::varchar as attrs")
+        elif col in m.config:
+            out.append(f"g.{m.config[col]}::{sql_type(f.type)} as {col}")
         elif col in columns:
             out.append(f"({_expr(columns[col], available, sql_type(f.type))})::{sql_type(f.type)} as {col}")
         else:
             out.append(f"null::{sql_type(f.type)} as {col}")
     note = f"aiconfigurator {table}.{m.latency} is in {m.unit}"
+    # the model's config (geometry); a file without a model column gets none
+    on = "g.model = r.model" if "model" in available else "false"
     return f"""
         select {", ".join(out)}, null::{ISSUE_TYPE} as __issues, '{note}' as __note
         from {raw} as r join __files as f on f.filename = r.filename
+        left join __model_configs as g on {on}
     """
 
 

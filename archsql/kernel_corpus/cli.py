@@ -20,6 +20,26 @@ _REJECTS_OPTION = click.option(
 )
 
 
+def _print_providers(run) -> None:
+    """Which providers ran (version, rows, failed checks) and which were skipped, and why."""
+    from collections import Counter
+
+    from rich.table import Table
+    from rich.text import Text
+
+    from archsql.cli import _console
+
+    table = Table(title="providers", header_style="bold")
+    for name in ("provider", "version", "status", "measured", "failed checks", "reason"):
+        table.add_column(name)
+    skipped = Counter((s.provider, s.reason) for s in run.skips)
+    for p in run.providers:
+        status = "used" if p.used and p.measured else ("no shape measured" if p.used else "skipped")
+        reason = p.reason or "; ".join(f"{why} (×{n})" for (name, why), n in skipped.items() if name == p.name)
+        table.add_row(p.name, p.version or "", status, str(p.measured), str(p.failed), Text(reason or ""))
+    _console().print(table)
+
+
 @click.group()
 def corpus() -> None:
     """The kernel corpus: measured kernel times with full workload signatures."""
@@ -142,9 +162,60 @@ def sync(db: Path) -> None:
     _console().print(f"{counts['sources']} sources in {counts['files']} files registered from {corpus_dir(db)}")
 
 
+# the columns `corpus vs-sol` prints as a table (every column with --format csv/json/parquet)
+_VS_SOL_COLUMNS = {
+    False: ("workload", "uid", "op_kind", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim",
+            "tokens", "hidden", "message_bytes", "group_size", "launches", "sol_s", "measured_s", "measured_over_sol",
+            "status", "library", "library_version", "kernel"),
+    True: ("workload", "phase", "sol_s", "time_s", "measured_share", "measured_over_sol", "kernels_measured",
+           "kernels_unmeasured", "kernels_without_signature", "ttft_s", "tpot_s", "measured_with"),
+}  # fmt: skip
+
+
+@corpus.command("vs-sol")
+@click.argument("model")
+@click.option("--deployment", default="1xH200-single", show_default=True, help="A deployments row.")
+@click.option("--workload", "workloads", multiple=True, help="A workloads row (repeatable; default: every workload).")
+@click.option("--framework", default=None, help="The framework's own newest kernels (vllm, sglang, trtllm, ...).")
+@click.option("--envelope", is_flag=True, help="The fastest correct kernel of any library instead.")
+@click.option("--step", is_flag=True, help="Step times (step_measured) instead of one row per kernel.")
+@click.option("--format", "fmt", type=click.Choice(("table", "csv", "json", "parquet")), default="table")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.pass_obj
+def vs_sol(
+    db: Path,
+    model: str,
+    deployment: str,
+    workloads: tuple[str, ...],
+    framework: str | None,
+    envelope: bool,
+    step: bool,
+    fmt: str,
+    output: Path | None,
+) -> None:
+    """Measured kernel times next to speed of light for MODEL on a deployment (the views
+    measured_vs_sol and step_measured): exact signature matches, SOL where none."""
+    from archsql.cli import _check_format, _emit
+    from archsql.kernel_corpus.measured import measured_vs_sol
+
+    if envelope == (framework is not None):
+        raise click.UsageError("choose a policy: --framework NAME (its own newest kernels) or --envelope")
+    _check_format(fmt, output)
+    table = measured_vs_sol(db, model, deployment=deployment, workloads=workloads, framework=framework, step=step)
+    if fmt == "table":
+        table = table.select(list(_VS_SOL_COLUMNS[step]))
+    _emit(table, fmt, output)
+
+
 @click.command()
 @click.argument("model", required=False)
 @click.option("--workload", "workload_name", default="decode_b1_c2k", show_default=True, help="A workloads row.")
+@click.option(
+    "--deployment",
+    default="1xH200-single",
+    show_default=True,
+    help="A deployments row: plan the per-device shapes of its layout (tp 8: n / 8, ...).",
+)
 @click.option("--tiny", is_flag=True, help="Built-in tiny shapes of every measurable op kind (no model).")
 @click.option("--dtype", default="fp32", show_default=True, type=click.Choice(("fp32", "bf16", "fp16", "fp8")))
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, cuda:1, …")
@@ -153,11 +224,18 @@ def sync(db: Path) -> None:
 @click.option("--gpu", default=None, help="The gpus.gpu name of the device (default: from its driver name).")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan, measure nothing.")
 @click.option("--no-append", is_flag=True, help="Measure and print, but do not append to the corpus.")
+@click.option(
+    "--provider",
+    "provider_names",
+    multiple=True,
+    help="Only these kernel providers (repeatable: flashinfer, flash-attn, deep-gemm); PyTorch eager always runs.",
+)
 @click.pass_obj
 def bench(
     db: Path,
     model: str | None,
     workload_name: str,
+    deployment: str,
     tiny: bool,
     dtype: str,
     device: str,
@@ -166,11 +244,15 @@ def bench(
     gpu: str | None,
     plan_only: bool,
     no_append: bool,
+    provider_names: tuple[str, ...],
 ) -> None:
     """Measure kernel shapes against their eager reference and append validated rows.
 
-    MODEL: plan the unique kernel shapes of one step of the model at TP = 1 (from its
-    evaluated shapes, --workload); or --tiny for built-in tiny shapes.
+    MODEL: plan the unique kernel shapes one device runs in a step of the model (the
+    kernel_plan view: --workload on --deployment, read through its layouts); or --tiny for
+    built-in tiny shapes.  Every shape runs through PyTorch eager and through each optional
+    library provider that is installed and suits the device; the providers used and skipped
+    are listed with the reason.
     """
     from rich.table import Table
 
@@ -183,16 +265,19 @@ def bench(
         shapes = list(harness.TINY_SHAPES)
         title = "tiny shapes"
     else:
-        from archsql.kernel_corpus.plan import plan, workload
+        from archsql.kernel_corpus.plan import plan
 
-        phase, bind = workload(workload_name)
-        planned = plan(model, phase, bind["B"], bind["s"], bind["c"])
+        planned = plan(model, workload_name, deployment, db=db)
         shapes = planned.shapes
-        title = f"{model}, {workload_name} (TP = 1): {len(shapes)} unique shapes"
+        title = f"{model}, {workload_name} on {deployment}: {len(shapes)} unique shapes per device"
         if planned.unplanned:
             _console(stderr=True).print(
-                "not planned (no harness op kind): " + ", ".join(f"{op} ×{n}" for op, n in planned.unplanned.items())
+                "not planned (no kernel op kind): " + ", ".join(f"{op} ×{n}" for op, n in planned.unplanned.items())
             )
+        if not plan_only:
+            shapes, skipped = _measurable(shapes)
+            if skipped:
+                _console(stderr=True).print("not measured here: " + "; ".join(skipped))
     out = _console()
     if plan_only:
         table = Table(title=title, header_style="bold")
@@ -203,17 +288,25 @@ def bench(
         out.print(table)
         return
     run = harness.bench(
-        None if no_append else db, shapes, dtype=dtype, device=device, warmup=warmup, repeats=repeats, gpu=gpu
+        None if no_append else db,
+        shapes,
+        dtype=dtype,
+        device=device,
+        warmup=warmup,
+        repeats=repeats,
+        gpu=gpu,
+        providers=list(provider_names) or None,
     )
     table = Table(title=f"{title} — {dtype} on {device} ({run.environment.get('device_name')})", header_style="bold")
-    for name, justify in (("op kind", "left"), ("phase", "left"), ("shape", "left"), ("µs", "right"),
-                          ("error", "right"), ("check", "left")):  # fmt: skip
+    for name, justify in (("op kind", "left"), ("phase", "left"), ("shape", "left"), ("provider", "left"),
+                          ("kernel", "left"), ("µs", "right"), ("error", "right"), ("check", "left")):  # fmt: skip
         table.add_column(name, justify=justify)
     for m in run.measurements:
         status = "passed" if m.passed else f"FAILED (> {m.tolerance:g})"
-        table.add_row(m.shape.op_kind, m.shape.phase or "", m.shape.describe(), f"{m.latency_us:.1f}",
-                      f"{m.check_error:.2e}", status)  # fmt: skip
+        table.add_row(m.shape.op_kind, m.shape.phase or "", m.shape.describe(), m.library, m.kernel,
+                      f"{m.latency_us:.1f}", f"{m.check_error:.2e}", status)  # fmt: skip
     out.print(table)
+    _print_providers(run)
     if run.report is not None:
         r = run.report
         out.print(
@@ -222,6 +315,23 @@ def bench(
         )
         for rejection in r.sample:
             _console(stderr=True).print(rejection.render(), markup=False)
+
+
+def _measurable(shapes: list) -> tuple[list, list[str]]:
+    """The planned shapes the harness can measure on one device, and why the others are
+    skipped: op kinds without an eager reference (collectives, ...) and expert-parallel
+    grouped GEMMs (the harness runs every expert of a shape on the one device)."""
+    from archsql.kernel_corpus.harness import REFERENCES
+
+    keep, skipped = [], []
+    for s in shapes:
+        if s.op_kind not in REFERENCES:
+            skipped.append(f"{s.op_kind} {s.describe()} (no eager reference)")
+        elif (s.get("ep") or 1) > 1:
+            skipped.append(f"{s.op_kind} {s.describe()} (expert parallel: one device runs ep = 1 only)")
+        else:
+            keep.append(s)
+    return keep, skipped
 
 
 __all__ = ["CorpusError", "bench", "corpus"]

@@ -3,18 +3,23 @@ reference, time them, and append validated rows to the corpus.
 
 Every op kind the harness measures has one small declarative record (:class:`OpReference`):
 how to build its inputs from a signature, its **math contract** as a float64 eager
-reference, and the provider that is measured — PyTorch eager in the measured dtype (always
-available; other libraries such as FlashInfer, flash-attn or DeepGEMM plug in as further
-providers later).  A run:
+reference, and its PyTorch eager implementation in the measured dtype.  The kernels that
+are measured come from **providers** (:mod:`archsql.kernel_corpus.providers`): PyTorch eager
+always, and FlashInfer, flash-attn, DeepGEMM (or a registered provider) when their module
+imports and the device suits them — the others are reported as skipped, with the reason.
+A run:
 
-1. builds inputs (seeded) on the device, computes the float64 reference once;
-2. runs the provider, compares its output to the reference: max |out − ref| / max |ref|
-   must stay within the dtype's tolerance (FP8 loose, BF16/FP16 medium, FP32 strict) —
-   a failed check is recorded as ``check_status = 'failed'`` and the ingest rejects it;
-3. times the provider: ``warmup`` calls, then ``repeats`` timed calls (CUDA events on a
+1. builds inputs (seeded) on the device, computes the float64 reference once per shape;
+2. runs every provider that has a kernel for the shape and dtype, compares its output to
+   the reference: max |out − ref| / max |ref| must stay within the dtype's tolerance (FP8
+   loose, BF16/FP16 medium, FP32 strict) — a failed check (or an output of the wrong
+   shape) is recorded as ``check_status = 'failed'`` and the ingest rejects the row; a
+   kernel that raises is reported as a failed provider run, never as a measurement;
+3. times each kernel: ``warmup`` calls, then ``repeats`` timed calls (CUDA events on a
    GPU, ``perf_counter_ns`` on the CPU), the median is ``latency_us``;
-4. stamps the versions (python, torch, CUDA, device) on the run's source and hands the rows
-   to the common ingest (:class:`~archsql.kernel_corpus.ingest.CorpusWriter`), which
+4. stamps the versions (python, torch, CUDA, device, every provider used) on the run's
+   source — each row carries its provider's library and version — and hands the rows to
+   the common ingest (:class:`~archsql.kernel_corpus.ingest.CorpusWriter`), which
    validates them like any other source (implied MFU/MBU > 1 rejected).
 
 The same code runs on the CPU with tiny shapes (the tests) and unchanged on a CUDA GPU.
@@ -249,10 +254,33 @@ class Measurement:
     times_us: list[float]
     check_error: float
     tolerance: float
+    library: str = "torch"  # the provider it ran through
+    library_version: str | None = None
 
     @property
     def passed(self) -> bool:
         return self.check_error <= self.tolerance
+
+
+@dataclass
+class ProviderUse:
+    """What a run did with one provider: used (with its version) or skipped (why)."""
+
+    name: str
+    version: str | None
+    used: bool
+    reason: str | None = None  # why it was skipped
+    measured: int = 0  # measurements it gave
+    failed: int = 0  # of them, outputs that disagree with the reference
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A shape a used provider did not measure, and why (no kernel, dtype, it raised)."""
+
+    provider: str
+    shape: Shape
+    reason: str
 
 
 @dataclass
@@ -261,6 +289,8 @@ class BenchRun:
     environment: dict = field(default_factory=dict)
     warmup: int = 0
     report: IngestReport | None = None
+    providers: list[ProviderUse] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
 
 
 def _torch():
@@ -311,8 +341,12 @@ def measure(
     warmup: int = 2,
     repeats: int = 5,
     seed: int = 0,
+    providers: Sequence[str] | None = None,
 ) -> BenchRun:
-    """Check and time every shape (op kinds the harness knows) on ``device``."""
+    """Check and time every shape (op kinds the harness knows) on ``device``, through every
+    available provider (or the named ones; PyTorch eager always)."""
+    from archsql.kernel_corpus import providers as registry
+
     torch = _torch()
     if dtype not in TORCH_DTYPES:
         message, hint = unknown_name("dtype", dtype, TORCH_DTYPES)
@@ -329,25 +363,66 @@ def measure(
         )
     torch_dtype = getattr(torch, TORCH_DTYPES[dtype])
     run = BenchRun(environment=environment(device), warmup=warmup)
+    available = []
+    for provider in registry.providers(list(providers) if providers else None):
+        status = provider.availability(device)
+        run.providers.append(ProviderUse(provider.name, status.version, status.available, status.reason))
+        if status.available:
+            available.append((provider, status, run.providers[-1]))
     for shape in shapes:
         ref = REFERENCES[shape.op_kind]
         gen = torch.Generator().manual_seed(seed)
         try:
             inputs = ref.make_inputs(shape, torch_dtype, torch.device(device), gen)
             expected = ref.reference(*inputs)
-            out = ref.provider(*inputs)
         except (RuntimeError, TypeError, ValueError) as exc:
             raise CorpusError(
-                f"{shape.op_kind} {shape.describe()}: the provider cannot run in {dtype} on {device}",
+                f"{shape.op_kind} {shape.describe()}: the inputs or the reference cannot be built in {dtype} "
+                f"on {device}",
                 [Issue(str(exc).splitlines()[0])],
             ) from None
-        scale = expected.abs().max().item() or 1.0
-        error = (out.double() - expected).abs().max().item() / scale
-        times = _time(lambda ref=ref, inputs=inputs: ref.provider(*inputs), warmup, repeats, device)
-        run.measurements.append(
-            Measurement(shape, dtype, ref.kernel, statistics.median(times), times, error, TOLERANCE[dtype])
+        for provider, status, use in available:
+            why = provider.unsupported(shape, dtype)
+            if why is not None:
+                run.skips.append(Skip(provider.name, shape, why))
+                continue
+            kernel = provider.kernel(shape)
+            try:
+                fn = kernel.prepare(status.module, shape, inputs, torch.device(device))
+                out = fn()
+            except Exception as exc:  # a library's failure is reported, not raised
+                first = (str(exc).splitlines() or [""])[0]
+                run.skips.append(Skip(provider.name, shape, f"{kernel.kernel} raised {type(exc).__name__}: {first}"))
+                continue
+            error = _check_error(out, expected)
+            times = _time(fn, warmup, repeats, device)
+            m = Measurement(
+                shape, dtype, kernel.kernel, statistics.median(times), times, error, TOLERANCE[dtype],
+                provider.name, status.version,
+            )  # fmt: skip
+            run.measurements.append(m)
+            use.measured += 1
+            use.failed += not m.passed
+    if not run.measurements:
+        reasons = [f"{p.name}: {p.reason}" for p in run.providers if not p.used]
+        reasons += [f"{s.provider} {s.shape.op_kind} {s.shape.describe()}: {s.reason}" for s in run.skips]
+        raise CorpusError(
+            f"nothing measured in {dtype} on {device}",
+            [Issue(r) for r in reasons] or [Issue("no shapes")],
         )
+    run.environment["providers"] = {p.name: p.version for p in run.providers if p.used and p.measured}
     return run
+
+
+def _check_error(out, expected) -> float:
+    """max |out − ref| / max |ref|; infinite when the output has the wrong shape or is not
+    a tensor (so the check fails and the row is rejected, never kept)."""
+    shape = getattr(out, "shape", None)
+    if shape is None or tuple(shape) != tuple(expected.shape):
+        return float("inf")
+    scale = expected.abs().max().item() or 1.0
+    error = (out.double().to(expected.device) - expected).abs().max().item() / scale
+    return error if error == error else float("inf")  # NaN output: failed
 
 
 def _time(fn: Callable[[], Any], warmup: int, repeats: int, device: str) -> list[float]:
@@ -390,9 +465,9 @@ def rows(run: BenchRun, gpu: str, source: Source) -> pa.Table:
             phase=m.shape.phase,
             gpu=gpu,
             device_name=env.get("device_name"),
-            library="torch",
-            library_version=env.get("torch"),
-            library_version_reported=env.get("torch"),
+            library=m.library,
+            library_version=m.library_version,
+            library_version_reported=m.library_version,
             kernel=m.kernel,
             dtype=m.dtype,
             tp=1,
@@ -428,9 +503,10 @@ def bench(
     warmup: int = 2,
     repeats: int = 5,
     gpu: str | None = None,
+    providers: Sequence[str] | None = None,
 ) -> BenchRun:
     """Measure ``shapes`` and, when ``db`` is given, append the validated rows."""
-    run = measure(shapes, dtype=dtype, device=device, warmup=warmup, repeats=repeats)
+    run = measure(shapes, dtype=dtype, device=device, warmup=warmup, repeats=repeats, providers=providers)
     if db is None:
         return run
     if gpu is None:
@@ -440,7 +516,9 @@ def bench(
                 f"which GPU is '{run.environment.get('device_name')}'? pass --gpu with its gpus.gpu name",
             )
     payload = json.dumps(
-        [(m.shape.key, m.dtype, m.latency_us, m.times_us) for m in run.measurements], default=str, sort_keys=True
+        [(m.shape.key, m.dtype, m.library, m.kernel, m.latency_us, m.times_us) for m in run.measurements],
+        default=str,
+        sort_keys=True,
     )
     digest = hashlib.sha256(f"{payload}{time.time_ns()}".encode()).hexdigest()
     source = Source(
@@ -458,4 +536,4 @@ def bench(
     return run
 
 
-__all__ = ["REFERENCES", "TINY_SHAPES", "TOLERANCE", "BenchRun", "Shape", "bench", "measure"]
+__all__ = ["REFERENCES", "TINY_SHAPES", "TOLERANCE", "BenchRun", "ProviderUse", "Shape", "Skip", "bench", "measure"]

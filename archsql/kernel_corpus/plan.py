@@ -1,153 +1,154 @@
-"""The measurement plan: the unique kernel shapes one step of a model runs.
+"""The measurement plan: the unique kernel shapes one device runs in a step of a deployment.
 
-:func:`plan` evaluates the model (the same Analysis tables the store holds), binds the
-workload's runtime symbols (B requests, s new tokens, c context) into the evaluated
-``shapes`` table and maps each node onto a harness op kind, deduplicated — so one device
-measures every distinct shape a run would hit:
+The plan is a query, not a second computation: the store's ``kernel_plan`` view (the
+``kernel_signatures`` of a model × deployment × workload, deduplicated) gives every distinct
+per-device kernel signature — read through the deployment's layouts, so a TP = 8 column-
+parallel projection plans ``n / 8`` — with its launches per step and the ops that hit it.
+``measured_vs_sol`` joins the same signatures with the corpus, so a shape measured from
+this plan is exactly the row that op later matches.
 
-==============================  ================================================================
-node op                         planned shape
-==============================  ================================================================
-linear, lm_head, router         gemm: m = product of the output's leading axes, n = out features,
-                                k = in features (the node's weight [out, in])
-expert_linear                   grouped_gemm: tokens = B·s, experts (the component's router
-                                output), topk, n, k (the expert weight), balanced routing
-attention_score                 attention: batch, q_len = s, kv_len = c, heads (scores axis 1),
-                                kv_heads and head_dim (the key input), v_head_dim (the
-                                attention_apply output), window_size (the node's window factor)
-rmsnorm                         rmsnorm: tokens = product of the leading axes, hidden = last axis
-==============================  ================================================================
+Which nodes launch which kernel (``int_node_kernels``): linear, lm_head and router nodes are
+``gemm`` (m = tokens, n, k from the weight on one device); routed expert projections
+``grouped_gemm`` (tokens before routing, top-k, experts, ep); an attention score with the
+softcap / softmax / apply nodes after it one flash ``attention`` kernel (bidirectional:
+``encoder_attention``); ``rmsnorm``; an inferred all-reduce ``all_reduce`` (message bytes,
+group size).  Every other node (element-wise, views, routing, recurrent and sparse kernels,
+chunked attention) is listed as unplanned.
 
-Every other node (element-wise, views, routing, sparse or recurrent kernels, collectives)
-is listed as unplanned.  Plans are for TP = 1: per-device shapes of a parallel deployment
-come from the deployment's layouts (the deployments work) and will be read through them;
-collectives are measured separately.
+:func:`plan` reads the views of the store ``db`` when it holds the model (its own
+workloads and deployments); otherwise it evaluates the model into a temporary store with
+the default parameter tables.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from archsql.errors import CorpusError, Issue, unknown_name
+import duckdb
+
+from archsql.errors import CorpusError, Issue, StoreError, unknown_name
 from archsql.kernel_corpus.harness import Shape
 
-GEMM_OPS = ("linear", "lm_head", "router")
-EXPERT_OPS = ("expert_linear", "stacked_expert_linear")
+DEFAULT_DEPLOYMENT = "1xH200-single"
+
+# kernel_plan columns that are not shape fields of a harness Shape: identity, the dtypes
+# (the harness measures in the dtype it is asked for) and provenance of the cut (tp, nodes)
+_NOT_FIELDS = {
+    "model",
+    "deployment",
+    "gpu",
+    "workload",
+    "phase",
+    "op_kind",
+    "dtype",
+    "weight_dtype",
+    "kv_dtype",
+    "tp",
+    "nodes",
+    "launches",
+    "ops",
+    "uids",
+}
+# op kinds whose kernels differ by phase (the harness passes the phase on)
+_PHASED = ("attention", "encoder_attention")
 
 
 @dataclass
 class Plan:
     model: str
+    deployment: str
+    workload: str
     phase: str
-    workload: dict[str, int]
+    bind: dict[str, int]  # the workload's B (requests), s (new tokens), c (context)
     shapes: list[Shape] = field(default_factory=list)
-    unplanned: dict[str, int] = field(default_factory=dict)  # op -> nodes not planned
+    unplanned: dict[str, int] = field(default_factory=dict)  # op -> nodes with work no planned kernel covers
 
 
-def workload(name: str) -> tuple[str, dict[str, int]]:
-    """(phase, {B, s, c}) of a named workload of the store's default workloads table."""
-    from archsql.store import DEFAULT_WORKLOADS
-
-    for wname, phase, batch, new_tokens, context in DEFAULT_WORKLOADS:
-        if wname == name:
-            return phase, {"B": batch, "s": new_tokens, "c": context}
-    message, hint = unknown_name("workload", name, [w[0] for w in DEFAULT_WORKLOADS])
-    raise CorpusError(message, [Issue(message, hint=hint)])
-
-
-def plan(model: str, phase: str, batch: int, new_tokens: int, context: int) -> Plan:
-    """The deduplicated kernel shapes of one ``phase`` step of ``model`` at TP = 1."""
-    from archsql.evaluator import evaluate
-
-    if context < new_tokens:
-        raise CorpusError(f"context ({context}) must be at least the new tokens ({new_tokens})")
-    tables = evaluate(model).tables
-    bind = {"B": batch, "s": new_tokens, "c": context}
-    nodes = [r for r in tables["nodes"].to_pylist() if r["phase"] == phase]
-    shapes: dict[str, list[int]] = defaultdict(list)
-    for r in tables["shapes"].to_pylist():
-        if r["phase"] == phase:
-            shapes[r["uid"]].append((r["axis"], r["size"] if r["size"] is not None else bind.get(r["symbol"])))
-    dims = {uid: [size for _, size in sorted(axes)] for uid, axes in shapes.items()}
-    weights = {r["uid"]: r["shape"] for r in tables["weights"].to_pylist() if r["tensor"] == "weight"}
-    count = {r["uid"]: r["count"] for r in tables["instances"].to_pylist()}
-    inputs: dict[str, dict[int, str]] = defaultdict(dict)
-    for r in tables["edges"].to_pylist():
-        if r["phase"] == phase and r["src_uid"] is not None:
-            inputs[r["dst_uid"]][r["port"]] = r["src_uid"]
-    windows = {
-        r["uid"]: r["factor_arg"]
-        for r in tables["terms"].to_pylist()
-        if r["phase"] == phase and r["factor"] in ("window_pairs", "min_c") and r["factor_arg"]
-    }
-    by_component: dict[str, dict[str, str]] = defaultdict(dict)
-    for n in nodes:
-        by_component[_component(n["uid"])][n["op"]] = n["uid"]
-
-    planned: dict[tuple, Shape] = {}
-    unplanned: dict[str, int] = defaultdict(int)
-    for n in nodes:
-        uid, op = n["uid"], n["op"]
-        out = dims.get(uid)
-        shape = None
-        if op in GEMM_OPS and uid in weights and out and None not in out:
-            shape = Shape.of("gemm", m=_prod(out[:-1]), n=weights[uid][0], k=weights[uid][1])
-        elif op in EXPERT_OPS and uid in weights and out and None not in out:
-            router = by_component[_component(uid)].get("router")
-            experts = dims[router][-1] if router in dims else None
-            if experts:
-                shape = Shape.of(
-                    "grouped_gemm",
-                    tokens=_prod(out[:-2]),
-                    topk=out[-2],
-                    experts=experts,
-                    n=weights[uid][-2],
-                    k=weights[uid][-1],
-                    routing="balanced",
-                )
-                count[uid] = count.get(uid, experts) // experts  # one launch per layer, not per expert
-        elif op == "attention_score" and out and None not in out:
-            key = dims.get(inputs[uid].get(1))
-            apply = by_component[_component(uid)].get("attention_apply")
-            v_dim = dims[apply][-1] if apply in dims else None
-            if key and None not in key:
-                shape = Shape.of(
-                    "attention",
-                    phase,
-                    batch=batch,
-                    q_len=new_tokens,
-                    kv_len=context,
-                    heads=out[1],
-                    kv_heads=key[-2],
-                    head_dim=key[-1],
-                    v_head_dim=v_dim if v_dim != key[-1] else None,
-                    window_size=windows.get(uid),
-                )
-        elif op == "rmsnorm" and out and None not in out:
-            shape = Shape.of("rmsnorm", tokens=_prod(out[:-1]), hidden=out[-1])
-        if shape is None:
-            unplanned[op] += 1
-            continue
-        seen = planned.get(shape.key)
-        launches = count.get(uid, 1)
-        if seen is None:
-            planned[shape.key] = Shape(shape.op_kind, shape.fields, shape.phase, launches, (uid,))
-        else:
-            planned[shape.key] = Shape(
-                shape.op_kind, shape.fields, shape.phase, seen.count + launches, (*seen.nodes, uid)
+def plan(model: str, workload: str, deployment: str = DEFAULT_DEPLOYMENT, *, db: str | Path | None = None) -> Plan:
+    """The distinct kernel shapes one device of ``deployment`` runs in a ``workload`` step
+    of ``model`` (rows of the ``workloads`` and ``deployments`` tables)."""
+    with _store(model, db) as con:
+        _check_name(con, "workload", workload, "select workload from workloads")
+        _check_name(con, "deployment", deployment, "select deployment from deployments")
+        ((phase, batch, new_tokens, context),) = con.execute(
+            "select phase, batch, new_tokens, context from workloads where workload = ?", [workload]
+        ).fetchall()
+        rows = (
+            con.sql(
+                "select * from kernel_plan where model = ? and deployment = ? and workload = ?",
+                params=[model, deployment, workload],
             )
-    ordered = sorted(planned.values(), key=lambda s: (s.op_kind, str(s.fields)))
-    return Plan(model, phase, bind, ordered, dict(sorted(unplanned.items())))
+            .to_arrow_table()
+            .to_pylist()
+        )
+        # ops with work on this deployment that no planned kernel covers
+        unplanned = con.execute(
+            "select k.op, count(*) from int_node_kernels as k inner join op_sol as o "
+            "on o.model = k.model and o.phase = k.phase and o.uid = k.uid "
+            "where k.model = ? and o.deployment = ? and o.workload = ? and k.op_kind is null and o.time_s > 0 "
+            "group by k.op order by k.op",
+            [model, deployment, workload],
+        ).fetchall()
+    shapes = [
+        Shape.of(
+            r["op_kind"],
+            r["phase"] if r["op_kind"] in _PHASED else None,
+            count=r["launches"],
+            nodes=r["uids"],
+            **{k: v for k, v in r.items() if k not in _NOT_FIELDS and v is not None},
+        )
+        for r in rows
+    ]
+    shapes.sort(key=lambda s: (s.op_kind, str(s.fields)))
+    bind = {"B": batch, "s": new_tokens, "c": context}
+    return Plan(model, deployment, workload, phase, bind, shapes, dict(unplanned))
 
 
-def _component(uid: str) -> str:
-    """The component instance a node belongs to: its uid up to the last '.'."""
-    return uid.rsplit(".", 1)[0] if "." in uid else uid
+@contextmanager
+def _store(model: str, db: str | Path | None):
+    """A read-only connection to a store holding ``model``: ``db`` when it does, else a
+    temporary store of the model alone (default workloads and deployments)."""
+    if db is not None and Path(db).is_file():
+        con = _connect(db)
+        try:
+            if con.execute("select count(*) from models where model = ?", [model]).fetchall()[0][0]:
+                yield con
+                return
+        finally:
+            con.close()
+    from archsql.evaluator import evaluate
+    from archsql.store import write_store
+
+    tables = evaluate(model).tables  # an unknown model is a located SpecError here
+    with tempfile.TemporaryDirectory(prefix="archsql-plan-") as tmp:
+        path = Path(tmp) / "plan.duckdb"
+        write_store(path, tables)
+        con = _connect(path)
+        try:
+            yield con
+        finally:
+            con.close()
 
 
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
+def _connect(db: str | Path) -> duckdb.DuckDBPyConnection:
+    from archsql.store import connect
+
+    con = connect(db, read_only=True)
+    views = {r[0] for r in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
+    if "kernel_plan" not in views:
+        con.close()
+        raise StoreError(
+            f"the store {db} has no kernel_plan view (built by an earlier archsql)",
+            [Issue("refresh its views", hint="run `archsql build` (or delete the file and build again)")],
+        )
+    return con
+
+
+def _check_name(con: duckdb.DuckDBPyConnection, what: str, name: str, sql: str) -> None:
+    known = [r[0] for r in con.execute(sql).fetchall()]
+    if name not in known:
+        message, hint = unknown_name(what, name, known)
+        raise CorpusError(message, [Issue(message, hint=hint)])

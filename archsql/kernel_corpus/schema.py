@@ -40,7 +40,7 @@ CORPUS_SCHEMA = pa.schema(
         # -- dtypes (canonical: fp32 bf16 fp16 fp8 fp4 int8 int4)
         ("dtype", pa.string()),  # compute / activation dtype: the peak the MFU is against
         ("weight_dtype", pa.string()),  # stored weights, when they differ from dtype (weight-only quant)
-        ("kv_dtype", pa.string()),  # KV cache (attention family)
+        ("kv_dtype", pa.string()),  # KV cache (attention family) or recurrent state (GDN, KDA, Mamba2)
         ("quant", pa.string()),  # the source's quantization scheme (fp8_block, nvfp4, int8_wo, ...)
         # -- parallel setting the per-device shape was cut for
         ("tp", pa.int64()),
@@ -72,7 +72,7 @@ CORPUS_SCHEMA = pa.schema(
         ("chunk", pa.int64()),  # chunk size of a chunked scan
         # -- MoE, MLP, norms
         ("tokens", pa.int64()),  # tokens in the step (MoE: before routing)
-        ("hidden", pa.int64()),  # model width
+        ("hidden", pa.int64()),  # model width (norms, mhc: the width they work on; causal_conv1d: channels)
         ("inter", pa.int64()),  # FFN / expert intermediate width (before TP)
         ("topk", pa.int64()),  # experts per token
         ("experts", pa.int64()),  # routed experts in the model (before EP)

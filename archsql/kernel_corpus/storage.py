@@ -31,13 +31,14 @@ import pyarrow.parquet as pq
 
 from archsql import __version__
 from archsql.errors import Issue, StoreError
-from archsql.kernel_corpus.registry import op_kinds_table
+from archsql.kernel_corpus.registry import dtype_names_table, op_kinds_table
 from archsql.kernel_corpus.schema import CORPUS_SCHEMA, SOURCES_SCHEMA, TABLES
 
 VIEWS_DIR = Path(__file__).with_name("views")
 SCHEMA_PARTITION = "schema/kernel_corpus.parquet"
-# What the corpus reads from the model store: parameter tables and their views.
-STORE_RELATIONS = ("gpus", "dtypes", "base_dtypes", "int_gpu_specs")
+# What the corpus reads from the model store: parameter tables and their views (measured_vs_sol:
+# the deployments' kernel signatures and speed of light).
+STORE_RELATIONS = ("gpus", "dtypes", "base_dtypes", "int_gpu_specs", "int_node_kernels", "kernel_signatures", "op_sol")
 
 
 def corpus_dir(db: str | Path) -> Path:
@@ -71,6 +72,7 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
         _ensure_tables(con, path)
         con.execute(f"create or replace view kernel_corpus as {_partitions_sql(path)}")
         _replace(con, "kernel_op_kinds", op_kinds_table())
+        _replace(con, "kernel_dtype_names", dtype_names_table())
         from archsql.views import create_macros, create_views
 
         create_macros(con)  # the model store's macros (window_pairs), which the kernel_* macros call

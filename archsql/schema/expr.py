@@ -7,7 +7,7 @@ Two small languages share one parser (Python ``ast``, never ``eval``):
 * **bindings** in models: ``config.hidden_size // config.num_attention_heads``,
   ``config.head_dim or config.hidden_size // config.num_attention_heads``;
   ``config.a.b`` reads the model's config.json, ``a or b`` falls back when ``a`` is
-  absent or null, ``x if cond else y`` and ``len(...)`` are allowed.
+  absent or null, ``x if cond else y``, ``len(...)`` and ``config.a[i]`` are allowed.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import sympy
 
 from archsql.errors import did_you_mean
 
-# Runtime symbols describe a workload, not a model: batch, new tokens this step, context.
+# Runtime symbols describe a workload, not a model: batch, new tokens this step, context,
+# and v, the image patches a request brings this step (a vision tower's tokens; 0 for text).
 RUNTIME_SYMBOLS: dict[str, sympy.Symbol] = {
-    name: sympy.Symbol(name, positive=True, integer=True) for name in ("B", "s", "c")
+    name: sympy.Symbol(name, positive=True, integer=True) for name in ("B", "s", "c", "v")
 }
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
@@ -170,16 +171,16 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
             return walk(node.body) if walk(node.test) else walk(node.orelse)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, right = walk(node.left), walk(node.comparators[0])
-            ops = {
-                ast.Eq: left == right,
-                ast.NotEq: left != right,
-                ast.Lt: _num(left) < _num(right),
-                ast.Gt: _num(left) > _num(right),
-                ast.LtE: _num(left) <= _num(right),
-                ast.GtE: _num(left) >= _num(right),
+            ops = {  # only the operator used is evaluated (== / != also compare with null)
+                ast.Eq: lambda: left == right,
+                ast.NotEq: lambda: left != right,
+                ast.Lt: lambda: _num(left) < _num(right),
+                ast.Gt: lambda: _num(left) > _num(right),
+                ast.LtE: lambda: _num(left) <= _num(right),
+                ast.GtE: lambda: _num(left) >= _num(right),
             }
             if type(node.ops[0]) in ops:
-                return int(ops[type(node.ops[0])])
+                return int(ops[type(node.ops[0])]())
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             left, right = _num(walk(node.left)), _num(walk(node.right))
             value = _BINOPS[type(node.op)](left, right)
@@ -188,6 +189,14 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
             return value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -_num(walk(node.operand))
+        if isinstance(node, ast.Subscript):  # an element of a config list: config.merge_kernel_size[0]
+            seq, index = walk(node.value), walk(node.slice)
+            if not isinstance(seq, list) or not isinstance(index, int) or not -len(seq) <= index < len(seq):
+                raise ExprSyntaxError(
+                    f"'{ast.unparse(node)}' reads element {index!r} of {type(seq).__name__} "
+                    f"{seq!r}; [i] takes an integer index of a config list"
+                )
+            return seq[index]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             args = [walk(a) for a in node.args]
             funcs = {"len": len, "min": min, "max": max, "ceil": math.ceil, "int": int}
@@ -195,7 +204,7 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
                 return funcs[node.func.id](*args)
         raise ExprSyntaxError(
             f"unsupported syntax {ast.unparse(node)!r} in binding; use config.<key>, numbers, "
-            "arithmetic, 'a or b', 'x if cond else y', len()"
+            "arithmetic, 'a or b', 'x if cond else y', len(), config.<list>[i]"
         )
 
     def _present(value: Any, node: ast.AST) -> Any:

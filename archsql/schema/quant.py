@@ -180,6 +180,40 @@ class QuantScheme:
     def parts(self, params: Mapping[str, Any]) -> list[PartSpec]:
         return [self.data, *(s for s in self.siblings if s.when is None or params.get(s.when))]
 
+    def axis_sources(self, rank: int, params: Mapping[str, Any]) -> dict[str, list[tuple[int | None, int]]]:
+        """Where each stored axis of every part comes from, for a logical tensor of ``rank``
+        axes (the shape :meth:`stored` is given): ``(axis, divisor)`` with stored size =
+        ceil(logical size / divisor) — so a device holding a slab of the logical axis holds
+        ceil(slab / divisor) of the stored one (a block-scale grid: ceil(rows / 128)) — or
+        ``(None, 1)`` when the size follows no logical axis (a per-tensor scale, a block
+        width).  Read by per-device storage views through the layouts."""
+        lead = rank - len(self.axes)
+        ints = {k: sympy.Integer(v) for k, v in params.items() if self.params[k].kind == "int"}
+        probe = sympy.Integer(2**20 * 3**4 * 5**2 * 7)  # divisible by any block or group width used
+        out: dict[str, list[tuple[int | None, int]]] = {}
+        for part in self.parts(params):
+            sources: list[tuple[int | None, int]] = []
+            for item in part.shape:
+                if item == ELLIPSIS:
+                    sources.extend((i, 1) for i in range(lead))
+                    continue
+                sources.append(self._axis_source(item, ints, probe, lead))
+            out[part.part] = sources
+        return out
+
+    def _axis_source(self, item: Any, ints: dict, probe: sympy.Integer, lead: int) -> tuple[int | None, int]:
+        axis_symbols = {a: sympy.Symbol(a) for a in self.axes}
+        expr = parse_dim_expr(item, {**ints, **axis_symbols})
+        used = [a for a in self.axes if axis_symbols[a] in expr.free_symbols]
+        if len(used) != 1:
+            return None, 1
+        sym = axis_symbols[used[0]]
+        step = expr.xreplace({sym: 2 * probe}) - expr.xreplace({sym: probe})
+        divisor = probe / step if step != 0 else None
+        if divisor is None or not (divisor.is_Integer and divisor > 0):
+            return None, 1
+        return lead + self.axes.index(used[0]), int(divisor)
+
     def stored(
         self, name: str, module: str, shape: list[int], params: Mapping[str, Any]
     ) -> list[tuple[str, str, str | None, list[int], int | None]]:

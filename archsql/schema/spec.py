@@ -45,6 +45,7 @@ MODEL_KEYS = (
     "outputs",
     "quant_context",  # storage formats: archsql.schema.quant (parsed by the storage pass)
     "buffers",  # non-parameter tensors saved in the checkpoint: archsql.schema.quant.parse_buffers
+    "source",  # the forward source (path(s) of the modeling file) stream src anchors quote: archsql.source_guard
 )
 STACK_KEYS = ("repeat", "path", "streams", "schedule", "role", "first_layer")
 STACK_ROLES = ("decoder", "mtp")
@@ -205,6 +206,10 @@ class ModelSpec:
     template_dims_where: dict[str, dict[str, Where]] = field(default_factory=dict)
     quant_context: Any = None  # raw mapping (positions kept); archsql.schema.quant.parse_quant_context
     buffers: Any = None  # raw mapping; archsql.schema.quant.parse_buffers
+    # the model's forward source: path(s) of the modeling file(s) inside their repository
+    # (e.g. src/transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py); the source guard
+    # finds every stream src anchor in them (archsql.source_guard)
+    source: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -869,5 +874,6 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         outputs=_str_list(col, data, "outputs", "$") if "outputs" in data else [],
         doc=str(data.get("doc", "")),
         where={k: _where(col.file, data, k, f"$.{k}") for k in data},
+        source=_str_list(col, data, "source", "$") if "source" in data else [],
     )
     return spec, col

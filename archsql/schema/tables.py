@@ -138,8 +138,12 @@ TABLES: dict[str, pa.Schema] = {
             ("e_B", pa.int8()),
             ("e_s", pa.int8()),
             ("e_c", pa.int8()),
-            ("factor", pa.string()),  # 'none' | 'min_c' | 'ceil_c_div' | 'window_pairs' (SQL macros of the same names)
+            # 'none' | 'min_c' | 'ceil_c_div' | 'window_pairs' | … | 'patches' (v^arg): SQL macro term_factor
+            ("factor", pa.string()),
             ("factor_arg", pa.int64()),  # the factor's bound argument (window, ratio); 0 for 'none'
+            # read_elements: the input port read (a per-device view divides each port by the
+            # layout it is consumed in, layouts tensor 'in<port>'); null for other quantities
+            ("port", pa.int32()),
         ]
     ),
     # display forms of the same sympy expressions the terms came from
@@ -174,8 +178,11 @@ TABLES: dict[str, pa.Schema] = {
     # how each tensor is split across parallel groups (attention, ffn, moe_tp, moe_ep, dp):
     # one row per sharded axis (placement 'S', axis >= 0) and per pending-sum group
     # (placement 'P', axis -1); an axis with no row is replicated.  tensor: 'out' (the
-    # node's output), a weight tensor name, or 'copies' (routed experts spread over moe_ep).
-    # Degrees come from deployments; the text form is archsql.evaluator.layouts.Layout.text.
+    # node's output), a weight tensor name, 'copies' (routed experts spread over moe_ep)
+    # or 'in<port>' (an input as the op consumes it, after the collectives that prepare it),
+    # or 'message' (under a collective's uid: the tensor it communicates as one device holds
+    # it; axis -1: split over a group with no axis of its own).  Groups also include cp (the
+    # sequence split by context parallelism).  Degrees come from deployments; the text form is archsql.evaluator.layouts.Layout.text.
     "layouts": pa.schema(
         [
             ("model", pa.string()),
@@ -186,8 +193,12 @@ TABLES: dict[str, pa.Schema] = {
             ("placement", pa.string()),  # S | P
             ("group", pa.string()),
             # S rows: whole pieces the axis is cut into (heads, rows of a weight); a device
-            # holds ceil(parts / degree) of them (the fit rule).  Null: divides evenly (requests).
+            # holds ceil(parts / degree) of them (the fit rule).  Null: divides evenly (requests),
+            # or the axis is fused (segments).
             ("parts", pa.int64()),
+            # S rows of a fused axis (a projection's output that is several tensors side by
+            # side): each segment's size and whole pieces, cut separately; else null
+            ("segments", pa.list_(pa.struct([("size", pa.int64()), ("parts", pa.int64())]))),
         ]
     ),
     # inferred collectives: real nodes (nodes/terms/instances rows under their own uid; their
@@ -198,9 +209,21 @@ TABLES: dict[str, pa.Schema] = {
             ("phase", pa.string()),
             ("uid", pa.string()),  # the collective's node uid
             ("consumer_uid", pa.string()),  # the node whose input it prepares
-            ("port", pa.int32()),
-            ("kind", pa.string()),  # all_reduce | all_gather | all_to_all
+            ("port", pa.int32()),  # -1: it follows the consumer (its output)
+            ("kind", pa.string()),  # all_reduce | all_gather | all_to_all | ring_pass
             ("group", pa.string()),
+        ]
+    ),
+    # liveness (archsql.evaluator.liveness): while node uid runs (in one layer of its template),
+    # the output of live_uid is held in memory — materialized activations only (a reshape or an
+    # on-chip score aliases its inputs; a cached tensor is counted with the caches).  Read by
+    # the activation-peak views through each live tensor's layout and write_elements terms.
+    "liveness": pa.schema(
+        [
+            ("model", pa.string()),
+            ("phase", pa.string()),
+            ("uid", pa.string()),
+            ("live_uid", pa.string()),
         ]
     ),
     # declared caches: what decode keeps across steps, per instance and request
@@ -236,6 +259,10 @@ TABLES: dict[str, pa.Schema] = {
             ("dtype", pa.string()),  # stored dtype (safetensors name)
             ("shape", pa.list_(pa.int64())),  # stored shape
             ("packing", pa.int64()),  # data part: logical elements per stored element; else null
+            # per stored axis: the weight axis it follows (weights.shape index, -1 the stacked
+            # copies axis, null none: a scalar scale, a block width) and the divisor, stored size
+            # = ceil(that axis / divisor) — how a device's slab of the weight maps to storage
+            ("axis_map", pa.list_(pa.struct([("axis", pa.int32()), ("divisor", pa.int64())]))),
         ]
     ),
 }
@@ -249,6 +276,14 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("batch", pa.int64()),  # B: requests in the step
             ("new_tokens", pa.int64()),  # s: tokens computed per request this step
             ("context", pa.int64()),  # c: tokens attended after the step (cached + new)
+        ]
+    ),
+    # the images a workload's requests bring (a vision tower's input); a workload with no
+    # row here is text-only (v = 0)
+    "workload_images": pa.schema(
+        [
+            ("workload", pa.string()),
+            ("image_patches", pa.int64()),  # v: image patches per request this step (one image)
         ]
     ),
     "dtypes": pa.schema([("dtype", pa.string()), ("bytes", pa.float64()), ("description", pa.string())]),
@@ -278,8 +313,9 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("flags", pa.string()),
         ]
     ),
-    # how a model is laid out on GPUs.  Attention layers run tp × dp (tensor × data parallel
-    # over requests) per pipeline stage; MoE layers run ep × moe_tp on the same GPUs.
+    # how a model is laid out on GPUs.  Attention layers run tp × cp × dp (tensor × context
+    # × data parallel over requests) per pipeline stage; MoE layers run ep × moe_tp on the
+    # same GPUs.
     "deployments": pa.schema(
         [
             ("deployment", pa.string()),
@@ -289,11 +325,18 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("dp", pa.int64()),  # attention data parallel over requests (group dp)
             ("ep", pa.int64()),  # expert parallel (group moe_ep)
             ("moe_tp", pa.int64()),  # tensor parallel inside experts (group moe_tp)
-            ("pp", pa.int64()),  # pipeline stages
+            ("pp", pa.int64()),  # pipeline stages (contiguous layer ranges, vLLM's partition)
+            ("cp", pa.int64()),  # context parallel: the sequence (and the cache positions) split (group cp)
+            ("cp_kind", pa.string()),  # 'ulysses' (head all-to-all) | 'ring' (K/V passed around) | 'none' (cp 1)
+            ("nodes", pa.int64()),  # nodes the GPUs span; null: ceil(gpus / the GPU's scale-up domain)
             ("weight_dtype", pa.string()),  # a dtypes.dtype
             ("act_dtype", pa.string()),
             ("kv_dtype", pa.string()),
             ("usable_memory_fraction", pa.float64()),  # of GPU memory, the rest is reserve
+            # how the weights are stored on the GPUs: 'native' (the checkpoint's own storage) or a
+            # precision profile (archsql/specs/quant/profiles: bf16, fp8, nvfp4, mxfp4); per-device
+            # weight bytes count each stored tensor of it (data, scales, ...) through the layouts
+            ("weight_profile", pa.string()),
         ]
     ),
     # bits per element of every stored dtype (safetensors names; ingest.safetensors_headers.DTYPE_BITS)

@@ -50,10 +50,19 @@ VALUES_IN_KEYS = Param(
 )
 
 
+def bidirectional(ctx: Ctx) -> bool:
+    """A node with ``causal: 0``: an encoder's attention over this step's own tokens."""
+    causal = ctx.dims.get("causal")
+    return causal is not None and causal.value == 0
+
+
 def cached_reads(ctx: Ctx, port: int) -> sympy.Expr:
     """Elements of the K (or V) cache a step reads: per request, every position the window
     keeps (B · kv_heads · d · min(c, window), or c without a window) — the new tokens'
-    keys included, as the kernel reads them back from the cache."""
+    keys included, as the kernel reads them back from the cache.  Bidirectional attention
+    (an encoder) keeps no cache: its keys and values are this step's activations (io)."""
+    if bidirectional(ctx):
+        return sympy.Integer(0)
     shape = ctx.ins[port]
     window = ctx.dims.get("window")
     chunk = ctx.dims.get("chunk")
@@ -160,8 +169,10 @@ class AttentionScore(Primitive):
 
     def io(self, ctx: Ctx):
         """Flash-attention traffic: queries read; the scores stay on chip (softmax and apply
-        continue in the same kernel).  The keys come from the cache (cache_reads)."""
-        return numel(ctx.ins[0]), sympy.Integer(0)
+        continue in the same kernel).  The keys come from the cache (cache_reads), or, in
+        bidirectional attention, are read as activations."""
+        keys = numel(ctx.ins[1]) if bidirectional(ctx) else sympy.Integer(0)
+        return (numel(ctx.ins[0]), keys), sympy.Integer(0)
 
     def cache_reads(self, ctx: Ctx) -> sympy.Expr:
         return cached_reads(ctx, port=1)
@@ -230,8 +241,10 @@ class AttentionApply(Primitive):
 
     def io(self, ctx: Ctx):
         """Flash-attention traffic: the output written; the probabilities come from the score
-        kernel on chip and the values from the cache (cache_reads)."""
-        return sympy.Integer(0), numel(ctx.out)
+        kernel on chip and the values from the cache (cache_reads), or, in bidirectional
+        attention, are read as activations."""
+        values = numel(ctx.ins[1]) if bidirectional(ctx) else sympy.Integer(0)
+        return (sympy.Integer(0), values), numel(ctx.out)
 
     def cache_reads(self, ctx: Ctx) -> sympy.Expr:
         return sympy.Integer(0) if ctx.flag("values_in_keys") else cached_reads(ctx, port=1)

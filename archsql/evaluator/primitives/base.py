@@ -162,11 +162,13 @@ class Primitive:
         """How the output relates to the main weight (None: no weight contraction)."""
         return None
 
-    def io(self, ctx: Ctx) -> tuple[sympy.Expr, sympy.Expr]:
+    def io(self, ctx: Ctx) -> tuple[Sequence[sympy.Expr] | sympy.Expr, sympy.Expr]:
         """Activation elements the op reads and writes in memory (weights are counted from
-        the weights table).  Default: every input read once, the output written once; pure
-        views (reshapes that only re-label axes) override to (0, 0)."""
-        return sympy.Add(*(numel(shape) for shape in ctx.ins)), numel(ctx.out)
+        the weights table): (reads, writes).  Reads are per input port (a per-device view
+        divides each port by the layout that port is consumed in); a single expression is
+        allowed when it is 0 or the op has one input.  Default: every input read once, the
+        output written once; pure views (reshapes that only re-label axes) override to (0, 0)."""
+        return tuple(numel(shape) for shape in ctx.ins), numel(ctx.out)
 
     def cache_reads(self, ctx: Ctx) -> sympy.Expr:
         """Elements of decode caches (K/V, latents, states) the op reads in one step; they are
@@ -179,6 +181,8 @@ class Primitive:
     #   partial_passes: the op is linear in its inputs, so a Partial (pending sum) passes
     #     through; every other op needs its inputs reduced first.
     needs_whole_last_axis: ClassVar[bool] = False
+    # the ports whose last axis needs_whole_last_axis means (None: every input)
+    whole_last_axis_ports: ClassVar[tuple[int, ...] | None] = None
     partial_passes: ClassVar[bool] = False
 
     def active_copies(self, ctx: Ctx) -> sympy.Expr:
@@ -200,8 +204,10 @@ def registry() -> dict[str, type[Primitive]]:
         norms,
         recurrent,
         routing,
+        scaling,
         shape_ops,
         sparse,
+        vision,
     )
 
     return _REGISTRY

@@ -147,3 +147,17 @@ class ReduceSum(Primitive):
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return numel(ctx.ins[0]) - numel(ctx.out)
+
+
+class SituMul(_Binary):
+    """Kimi-K3's gated activation SiTU-GLU on a gate and an up projection of the same shape:
+    out = β·tanh(gate/β)·σ(gate)·up, the up input first soft-clamped to β_lin·tanh(up/β_lin)
+    when the model sets a linear β (``linear_beta: 1``).  Per element: tanh(gate/β)·β 7
+    (divide, tanh 5, multiply), σ(gate) 4, two products 2 → 13; the soft clamp adds 7.
+    Source: transformers KimiK3 ``situ_and_mul`` (activation_situ_beta,
+    activation_situ_linear_beta)."""
+
+    params = {"linear_beta": Param("flag", 0, "1 when up is soft-clamped first (activation_situ_linear_beta set)")}
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        return (13 + 7 * int(ctx.flag("linear_beta"))) * numel(ctx.ins[0])

@@ -105,11 +105,17 @@ class AbsorbedLinear(Primitive):
 
 
 class Embedding(Primitive):
-    """Token ids [B, s] → vectors [B, s, d]: a gather, no FLOPs.  Weight [vocab, d]."""
+    """Token ids [B, s] → vectors [B, s, d]: a gather, no FLOPs.  Weight [vocab, d], unless
+    ``shared: 1``: the lookup reads another node's table (an MTP layer embedding its next
+    tokens with the model's embed_tokens) and has no weight of its own."""
 
     shape_kind = "source"
     default_role = "embedding"
-    params = {"vocab": Param(doc="vocabulary size"), "d_model": Param(doc="embedding width")}
+    params = {
+        "vocab": Param(doc="vocabulary size"),
+        "d_model": Param(doc="embedding width"),
+        "shared": Param("flag", 0, "1 when the table is another node's (no weight of its own)"),
+    }
 
     def check(self, ctx: Ctx) -> None:
         expect_rank(ctx, 0, 2, "embedding takes token ids [B, s]")
@@ -118,6 +124,8 @@ class Embedding(Primitive):
         return (*keep(0, 2), NewDim(ctx.dim("d_model")))
 
     def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        if ctx.flag("shared"):
+            return []
         return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")), streamed=False)]
 
     def contraction(self, ctx: Ctx) -> Contraction:
@@ -134,7 +142,8 @@ class LmHead(Primitive):
     Serving engines compute logits only where a token is sampled: prefill samples the last
     position of each request (2·B·d·vocab); decode samples every new position (2·B·s·d·vocab
     — s = 1 normally, s > 1 when speculative tokens are verified).  ``tied: 1`` reuses the
-    embedding matrix (no weight of its own).
+    embedding matrix, ``shared: 1`` another head's matrix (an MTP layer predicting with the
+    model's lm_head): no weight of its own either way.
     """
 
     partial_passes = True  # linear in its input
@@ -145,6 +154,7 @@ class LmHead(Primitive):
         "d_model": Param(doc="hidden size"),
         "vocab": Param(doc="vocabulary size"),
         "tied": Param("flag", 0, "1 when the weight is the embedding matrix"),
+        "shared": Param("flag", 0, "1 when the weight is another head's (no weight of its own)"),
     }
 
     def check(self, ctx: Ctx) -> None:
@@ -156,7 +166,7 @@ class LmHead(Primitive):
         return (*keep(0, 1), positions, NewDim(ctx.dim("vocab")))
 
     def weights(self, ctx: Ctx) -> list[WeightDecl]:
-        if ctx.flag("tied"):
+        if ctx.flag("tied") or ctx.flag("shared"):
             return []
         return [WeightDecl("weight", (ctx.dim("vocab"), ctx.dim("d_model")))]
 
@@ -209,6 +219,12 @@ class ExpertLinear(Primitive):
         if ctx.flag("bias"):
             total += tokens * ctx.e("out")
         return total
+
+    def io(self, ctx: Ctx):
+        """Per copy: its share of the dispatched tokens read and its outputs written (the
+        same uniform routing as the FLOPs), so copies × per copy = the whole tensors."""
+        experts = ctx.e("experts")
+        return (numel(ctx.ins[0]) / experts,), numel(ctx.out) / experts
 
     def copies(self, ctx: Ctx) -> sympy.Expr:
         return ctx.e("experts")

@@ -86,7 +86,8 @@ class CausalConv1d(Primitive):
 class ConvState(Primitive):
     """The decode state of a causal convolution: the last ``kernel − 1`` inputs of every
     channel, x [B, s, channels] → [B, channels, kernel − 1] per request, whatever the
-    context.  Data movement only; a step reads the old state and writes the new one."""
+    context.  Data movement only; a step reads the old state (a cache read) and writes the
+    new one."""
 
     shape_kind = "explicit"
     params = {"kernel": Param(doc="kernel width of the convolution whose inputs are kept")}
@@ -98,14 +99,18 @@ class ConvState(Primitive):
         return (InputDim(0, 0), InputDim(0, 2), NewDim(_minus_one(ctx.dim("kernel"))))
 
     def io(self, ctx: Ctx):
-        return numel(ctx.out), numel(ctx.out)
+        return sympy.Integer(0), numel(ctx.out)
+
+    def cache_reads(self, ctx: Ctx) -> sympy.Expr:
+        return numel(ctx.out)
 
 
 class ScanState(Primitive):
     """The fixed-size matrix state a scan carries from step to step, [B, *parts] per
     request (Mamba1 [B, d_inner, d_state]; Mamba2 [B, heads, head_dim, d_state]; gated
     DeltaNet [B, v_heads, d_k, d_v]).  Reads the scan's output only to stay on its dataflow
-    path (it keeps the batch axis); no FLOPs, a step reads the old state and writes the new."""
+    path (it keeps the batch axis); no FLOPs, a step reads the old state (a cache read) and
+    writes the new."""
 
     shape_kind = "explicit"
     params = {"parts": Param("dims", doc="state axes after the batch axis")}
@@ -128,7 +133,11 @@ class ScanState(Primitive):
         return (InputDim(0, 0), *out)
 
     def io(self, ctx: Ctx):
-        return numel(ctx.out), numel(ctx.out)
+        return sympy.Integer(0), numel(ctx.out)
+
+    def cache_reads(self, ctx: Ctx) -> sympy.Expr:
+        """The old state, read once per step (stored like the other caches)."""
+        return numel(ctx.out)
 
 
 class SelectiveScan(Primitive):
@@ -235,6 +244,7 @@ class GatedDeltaRule(Primitive):
     arity = 5
     shape_kind = "explicit"
     needs_whole_last_axis = True  # l2-normalizes q and k over their head dim
+    whole_last_axis_ports = (0, 1)  # a and b [B, s, v_heads] end in the (splittable) heads
     params = {
         "k_heads": Param(doc="query/key heads (linear_num_key_heads)"),
         "v_heads": Param(doc="value heads (linear_num_value_heads)"),
@@ -330,3 +340,54 @@ class RmsScale(Primitive):
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 3 * numel(ctx.ins[0])
+
+
+class KdaRule(Primitive):
+    """Kimi delta attention (KDA, ``chunk_kda`` / ``fused_recurrent_kda`` with
+    ``use_qk_l2norm_in_kernel``): the gated delta rule with one decay per key channel.
+    q, k [B, s, heads, d_k], v [B, s, heads, d_v], g [B, s, heads, d_k] (the forget-gate
+    projection), b [B, s, heads] (write strength) → o [B, s, heads, d_v].  Weights A_log
+    (stored as ``a_log``: Kimi-Linear [1, 1, heads, 1]; Kimi-K3 a flat vector) and dt_bias
+    [heads · d_k].  The decay is g = −exp(A_log)·softplus(g + dt_bias), or with a lower
+    bound L (``gate_lower_bound: 1``, Kimi-K3 ``gate_lower_bound``) g = L·σ(exp(A_log)·(g +
+    dt_bias)); β = σ(b).
+
+    Per token and head: l2-normalize q and k and scale q by 1/√d_k (7·d_k + 2, as the gated
+    delta rule); the gate per key channel (add, softplus 3, multiply → 5; bounded: add,
+    multiply, sigmoid 4, multiply → 7) and its exp (1); β 4; state S [d_k, d_v]: per-channel
+    decay d_k·d_v, Sᵀk 2·d_k·d_v, δ = (v − Sᵀk)·β 2·d_v, S += k δᵀ 2·d_k·d_v, o = Sᵀq
+    2·d_k·d_v.  Total heads·(7·d_k·d_v + 2·d_v + (8 + gate)·d_k + 6) per token, gate 5 or 7.
+    Sources: transformers ``torch_recurrent_kda`` and KimiLinearDeltaAttention.forward
+    (forget gate), SGLang KimiK3DeltaAttention (``gate_lower_bound``)."""
+
+    arity = 5
+    shape_kind = "explicit"
+    needs_whole_last_axis = True  # l2-normalizes q and k over their head dim
+    params = {
+        "heads": Param(doc="query/key/value heads (linear_attn_config.num_heads)"),
+        "d_k": Param(doc="query/key head dim"),
+        "d_v": Param(doc="value head dim"),
+        "a_log": Param("dims", doc="the stored shape of A_log (one decay rate per head is read)"),
+        "gate_lower_bound": Param("flag", 0, "1: bounded gate L·σ(exp(A)·(g + dt_bias)); 0: −exp(A)·softplus(·)"),
+    }
+
+    def check(self, ctx: Ctx) -> None:
+        for port, what, dim in ((0, "q", "d_k"), (1, "k", "d_k"), (2, "v", "d_v"), (3, "g", "d_k")):
+            expect_rank(ctx, port, 4, f"kda_rule {what} [B, s, heads, {dim}]")
+            expect_axis(ctx, port, 2, ctx.dim("heads"), f"kda_rule {what} heads")
+            expect_axis(ctx, port, 3, ctx.dim(dim), f"kda_rule {what} head dim")
+        expect_rank(ctx, 4, 3, "kda_rule b [B, s, heads]")
+        expect_axis(ctx, 4, 2, ctx.dim("heads"), "kda_rule b")
+
+    def dimmap(self, ctx: Ctx):
+        return keep(2, 4)
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        h, dk = ctx.dim("heads"), ctx.dim("d_k")
+        flat = Axis(f"{h.label} * {dk.label}", h.expr * dk.expr, h.value * dk.value)
+        return [WeightDecl("A_log", tuple(ctx.dims["a_log"])), WeightDecl("dt_bias", (flat,))]
+
+    def flops(self, ctx: Ctx) -> sympy.Expr:
+        h, dk, dv = (ctx.e(n) for n in ("heads", "d_k", "d_v"))
+        gate = 7 if ctx.flag("gate_lower_bound") else 5
+        return _tokens(ctx) * h * (7 * dk * dv + 2 * dv + (8 + gate) * dk + 6)

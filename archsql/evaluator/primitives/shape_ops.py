@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import Axis, Flatten, InputDim, NewDim, Split, keep
+from archsql.evaluator.dimmap import Axis, Flatten, InputDim, NewDim, Part, Split, keep
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, _fmt
 
 
@@ -107,7 +107,7 @@ class Slice(_View):
 
     def dimmap(self, ctx: Ctx):
         rank = len(ctx.ins[0])
-        return (*keep(0, rank, rank - 1), NewDim(ctx.dims["parts"][ctx.dims["index"][0]]))
+        return (*keep(0, rank, rank - 1), Part(0, rank - 1, tuple(ctx.dims["parts"]), ctx.dims["index"][0]))
 
 
 class Concat(_View):

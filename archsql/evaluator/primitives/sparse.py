@@ -72,7 +72,7 @@ class IndexerLogits(Primitive):
     def io(self, ctx: Ctx):
         """Queries and head weights read, the logits [B, s, c] written; the keys come from
         the index-key cache (cache_reads)."""
-        return numel(ctx.ins[0]) + numel(ctx.ins[2]), numel(ctx.out)
+        return (numel(ctx.ins[0]), sympy.Integer(0), numel(ctx.ins[2])), numel(ctx.out)
 
     def cache_reads(self, ctx: Ctx) -> sympy.Expr:
         """Every cached index key of the context read once: B · d · c."""
@@ -124,7 +124,7 @@ class SparseAttentionScore(AttentionScore):
     def io(self, ctx: Ctx):
         """Queries and selected positions read; the scores stay on chip (one sparse attention
         kernel); the selected keys are gathered from the cache (cache_reads)."""
-        return numel(ctx.ins[0]) + numel(ctx.ins[2]), sympy.Integer(0)
+        return (numel(ctx.ins[0]), sympy.Integer(0), numel(ctx.ins[2])), sympy.Integer(0)
 
     def cache_reads(self, ctx: Ctx) -> sympy.Expr:
         return gathered_reads(ctx, port=1)

@@ -8,8 +8,12 @@ select
     ep,
     moe_tp,
     pp,
+    cp,
+    cp_kind,
+    nodes,
     weight_dtype,
     act_dtype,
     kv_dtype,
-    usable_memory_fraction
+    usable_memory_fraction,
+    weight_profile
 from deployments

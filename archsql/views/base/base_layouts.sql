@@ -7,5 +7,6 @@ select
     axis,
     placement,
     "group",
-    parts
+    parts,
+    segments
 from layouts

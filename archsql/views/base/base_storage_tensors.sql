@@ -11,5 +11,6 @@ select
     rule,
     dtype,
     shape,
-    packing
+    packing,
+    axis_map
 from storage_tensors

@@ -9,5 +9,6 @@ select
     e_s,
     e_c,
     factor,
-    factor_arg
+    factor_arg,
+    port
 from terms

@@ -1,6 +1,7 @@
 -- Per-device terms of every op, one row per monomial with the op's quantities side by side
 -- and memory traffic already in bytes of the deployment's dtypes (weights read once per
--- step as a constant term): what the speed-of-light views evaluate per workload.
+-- step as a constant term, in bytes as stored in the deployment's weight profile, scales
+-- included): what the speed-of-light views evaluate per workload.
 with
 
 terms as (
@@ -42,7 +43,7 @@ streamed_weights as (
         model,
         deployment,
         uid,
-        sum(elements) as elements
+        sum(bytes) as bytes
     from int_device_weights
     where in_base_model and streamed
     group by model, deployment, uid
@@ -67,13 +68,13 @@ weight_terms as (
         o.uid,
         o.op,
         o.role,
-        'weight_elements' as quantity,
+        'weight_bytes' as quantity,
         0::tinyint as e_B,
         0::tinyint as e_s,
         0::tinyint as e_c,
         'none' as factor,
         0::bigint as factor_arg,
-        w.elements as coef
+        w.bytes as coef
     from op_phases as o
     inner join streamed_weights as w on w.model = o.model and w.deployment = o.deployment and w.uid = o.uid
 ),
@@ -105,17 +106,18 @@ pivoted as (
                 when 'read_elements' then act.bytes
                 when 'write_elements' then act.bytes
                 when 'cache_read_elements' then kv.bytes
-                when 'weight_elements' then wt.bytes
+                when 'weight_bytes' then 1
                 else 0
             end
         ), 0) as hbm_bytes,
         coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'comm_elements'), 0) as comm_bytes,
-        coalesce(sum(t.coef * kv.bytes) filter (where t.quantity = 'cache_elements'), 0) as cache_bytes
+        coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'scaleout_comm_elements'), 0) as scaleout_bytes,
+        coalesce(sum(t.coef * kv.bytes) filter (where t.quantity = 'cache_elements'), 0) as cache_bytes,
+        coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'write_elements'), 0) as output_bytes
     from all_terms as t
     inner join deployments as d on d.deployment = t.deployment
     inner join dtypes as act on act.dtype = d.act_dtype
     inner join dtypes as kv on kv.dtype = d.kv_dtype
-    inner join dtypes as wt on wt.dtype = d.weight_dtype
     group by t.model, t.deployment, t.phase, t.uid, t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg
 )
 
@@ -134,5 +136,7 @@ select
     flops,
     hbm_bytes,
     comm_bytes,
-    cache_bytes
+    scaleout_bytes,
+    cache_bytes,
+    output_bytes
 from pivoted

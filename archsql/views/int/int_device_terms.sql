@@ -13,6 +13,7 @@ terms as (
         e_c,
         factor,
         factor_arg,
+        port,
         coef
     from base_terms
     where quantity in ('flops', 'read_elements', 'write_elements', 'cache_read_elements', 'cache_elements', 'comm_elements')
@@ -36,17 +37,6 @@ nodes as (
     where in_base_model
 ),
 
-collective_nodes as (
-    select
-        model,
-        phase,
-        uid,
-        consumer_uid,
-        kind,
-        "group"
-    from base_collectives
-),
-
 groups as (
     select
         deployment,
@@ -55,35 +45,58 @@ groups as (
     from int_deployment_groups
 ),
 
--- the groups that split a node's work: its output's sharded axes and pending sums, and the
--- group its copies are spread over
-node_groups as (
+-- the groups that split each tensor of a node, by scope: 'work' (the op's arithmetic: its
+-- output's sharded axes and pending sums), 'out' (its output as stored: sharded axes only — a
+-- pending sum is whole on every device), 'in<port>' (an input as the op consumes it) and
+-- 'copies' (routed experts spread over their group, which splits every scope of the node)
+layout_rows as (
     select
         model,
         phase,
         uid,
+        tensor,
+        placement,
         "group",
-        max(parts) as parts
+        parts,
+        segments
     from base_layouts
-    where tensor in ('out', 'copies')
+),
+
+node_groups as (
+    select model, phase, uid, 'work' as scope, "group", max(parts) as parts, any_value(segments) as segments
+    from layout_rows
+    where tensor = 'out'
     group by model, phase, uid, "group"
+    union all
+    select model, phase, uid, 'out' as scope, "group", max(parts) as parts, any_value(segments) as segments
+    from layout_rows
+    where tensor = 'out' and placement = 'S'
+    group by model, phase, uid, "group"
+    union all
+    select model, phase, uid, tensor as scope, "group", max(parts) as parts, any_value(segments) as segments
+    from layout_rows
+    where tensor = 'copies' or regexp_full_match(tensor, 'in[0-9]+')
+    group by model, phase, uid, tensor, "group"
 ),
 
 -- a group of n devices splits P whole parts so that the fullest device holds ceil(P / n):
--- the effective divisor is P / ceil(P / n) (e.g. 4 KV heads on tp 8: 4, each head replicated)
+-- the effective divisor is P / ceil(P / n) (e.g. 4 KV heads on tp 8: 4, each head replicated;
+-- the macro shard_divisor, which also takes the segments of a fused axis)
 node_divisors as (
     select
         n.model,
         n.phase,
         n.uid,
+        n.scope,
         g.deployment,
-        product(case when n.parts is null then g.degree else n.parts / ceil(n.parts / g.degree) end) as divisor
+        product(shard_divisor(n.parts, n.segments, g.degree)) as divisor
     from node_groups as n
     inner join groups as g on g."group" = n."group"
-    group by n.model, n.phase, n.uid, g.deployment
+    group by n.model, n.phase, n.uid, n.scope, g.deployment
 ),
 
--- cache reads are split like the cached tensor (a latent without a head axis is not split by tp)
+-- cache reads are split like the cached tensor (a latent without a head axis is not split by tp);
+-- an op that reads its own state (a recurrent state node, no port 1) is split like itself
 cache_sources as (
     select
         e.model,
@@ -109,46 +122,48 @@ op_terms as (
         t.factor,
         t.factor_arg,
         t.coef * i.count / coalesce(
-            case when t.quantity = 'cache_read_elements' then src.divisor else own.divisor end, 1
-        ) as coef
+            case when t.quantity = 'cache_read_elements' and cs.src_uid is not null then src.divisor else own.divisor end,
+            1
+        ) / coalesce(cp.divisor, 1) as coef
     from terms as t
     inner join nodes as n on n.model = t.model and n.uid = t.uid
     inner join instances as i on i.model = t.model and i.uid = t.uid
     cross join (select distinct deployment from groups) as d
     left join node_divisors as own
         on own.model = t.model and own.phase = t.phase and own.uid = t.uid and own.deployment = d.deployment
+        and own.scope = case t.quantity
+            when 'flops' then 'work'
+            when 'read_elements' then 'in' || t.port
+            else 'out'
+        end
+    left join node_divisors as cp
+        on cp.model = t.model and cp.phase = t.phase and cp.uid = t.uid and cp.deployment = d.deployment
+        and cp.scope = 'copies'
     left join cache_sources as cs on cs.model = t.model and cs.phase = t.phase and cs.uid = t.uid
     left join node_divisors as src
         on src.model = t.model and src.phase = t.phase and src.uid = cs.src_uid and src.deployment = d.deployment
+        and src.scope = 'out'
     where t.quantity <> 'comm_elements'
 ),
 
--- a collective moves, per device: ring all-reduce 2(n-1)/n of the message, all-gather and
--- all-to-all (n-1)/n; the message is the tensor's share on one data-parallel rank
+-- the link traffic of collectives and pipeline sends (messages, kinds, nodes crossed):
+-- int_device_comm_terms
 comm_terms as (
     select
-        t.model,
-        g.deployment,
-        t.phase,
-        t.uid,
-        c.kind as op,
-        n.role,
-        t.quantity,
-        t.e_B,
-        t.e_s,
-        t.e_c,
-        t.factor,
-        t.factor_arg,
-        t.coef * i.count
-        * (case when c.kind = 'all_reduce' then 2.0 else 1.0 end) * (g.degree - 1) / g.degree
-        / coalesce(dp.degree, 1) as coef
-    from terms as t
-    inner join collective_nodes as c on c.model = t.model and c.phase = t.phase and c.uid = t.uid
-    inner join nodes as n on n.model = t.model and n.uid = c.consumer_uid
-    inner join instances as i on i.model = t.model and i.uid = t.uid
-    inner join groups as g on g."group" = c."group"
-    left join groups as dp on dp.deployment = g.deployment and dp."group" = 'dp'
-    where t.quantity = 'comm_elements'
+        model,
+        deployment,
+        phase,
+        uid,
+        op,
+        role,
+        quantity,
+        e_B,
+        e_s,
+        e_c,
+        factor,
+        factor_arg,
+        coef
+    from int_device_comm_terms
 )
 
 select

@@ -11,7 +11,9 @@ gpus as (
         fp8_dense_tflops,
         fp4_dense_tflops,
         scaleup_bw_GBps,
-        scaleup_bw_direction
+        scaleup_bw_direction,
+        scaleup_domain_gpus,
+        scaleout_nic_per_gpu_Gbps
     from base_gpus
 ),
 
@@ -26,6 +28,8 @@ converted as (
         mem_bandwidth_TBps * 1e12 as hbm_bytes_per_s,
         scaleup_bw_GBps * 1e9
         / case when scaleup_bw_direction like 'bidirectional%' then 2.0 else 1.0 end as link_bytes_per_s,
+        scaleout_nic_per_gpu_Gbps * 1e9 / 8 as scaleout_bytes_per_s,
+        scaleup_domain_gpus,
         bf16_fp16_dense_tflops * 1e12 as bf16_flops,
         fp8_dense_tflops * 1e12 as fp8_flops,
         fp4_dense_tflops * 1e12 as fp4_flops
@@ -33,16 +37,24 @@ converted as (
 ),
 
 per_dtype as (
-    select gpu, 'bf16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    select
+        gpu, 'bf16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
+        scaleout_bytes_per_s, scaleup_domain_gpus
     from converted
     union all
-    select gpu, 'fp16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    select
+        gpu, 'fp16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
+        scaleout_bytes_per_s, scaleup_domain_gpus
     from converted
     union all
-    select gpu, 'fp8' as dtype, fp8_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    select
+        gpu, 'fp8' as dtype, fp8_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
+        scaleout_bytes_per_s, scaleup_domain_gpus
     from converted
     union all
-    select gpu, 'fp4' as dtype, fp4_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s
+    select
+        gpu, 'fp4' as dtype, fp4_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
+        scaleout_bytes_per_s, scaleup_domain_gpus
     from converted
 )
 
@@ -52,5 +64,7 @@ select
     peak_flops_per_s,
     memory_bytes,
     hbm_bytes_per_s,
-    link_bytes_per_s
+    link_bytes_per_s,
+    scaleout_bytes_per_s,
+    scaleup_domain_gpus
 from per_dtype

@@ -2,11 +2,12 @@
 -- block template, cache kind and growth, monomial and factor.
 with
 
-flop_terms as (
+node_terms as (
     select
         model,
         phase,
         uid,
+        quantity,
         coef,
         e_B,
         e_s,
@@ -14,7 +15,7 @@ flop_terms as (
         factor,
         factor_arg
     from base_terms
-    where quantity = 'flops'
+    where quantity in ('flops', 'cache_read_elements')
 ),
 
 instances as (
@@ -53,11 +54,11 @@ cache_entries as (
     from int_cache_entries
 ),
 
-scaled_flops as (
+scaled_node_terms as (
     select
         t.model,
         t.phase,
-        'flops' as quantity,
+        t.quantity,
         n.role,
         n.template,
         null::varchar as kind,
@@ -68,7 +69,7 @@ scaled_flops as (
         t.factor,
         t.factor_arg,
         t.coef * i.count as coef
-    from flop_terms as t
+    from node_terms as t
     inner join instances as i on i.model = t.model and i.uid = t.uid
     inner join nodes as n on n.model = t.model and n.uid = t.uid
 ),
@@ -106,7 +107,7 @@ scaled as (
         factor,
         factor_arg,
         coef
-    from scaled_flops
+    from scaled_node_terms
     union all
     select
         model,

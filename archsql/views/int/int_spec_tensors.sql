@@ -1,7 +1,15 @@
 -- Every tensor the spec expects on disk: stored tensor templates expanded over their layers
 -- ({layer}) and the node's copies per layer ({expert}), with the canonical name they are
--- matched by (the longest multimodal wrapper prefix normalized).
+-- matched by (the longest multimodal wrapper prefix normalized) — for the checkpoint's own
+-- storage and for the precision profiles a checkpoint is reconciled against.
 with
+
+reconciled as (
+    select distinct
+        model,
+        profile
+    from base_checkpoints
+),
 
 storage as (
     select
@@ -22,6 +30,7 @@ storage as (
         bytes,
         copies_per_layer
     from int_storage_bytes
+    where profile = 'native' or (model, profile) in (select (model, profile) from reconciled)
 ),
 
 prefixes as (

@@ -16,7 +16,8 @@ storage as (
         rule,
         dtype,
         shape,
-        packing
+        packing,
+        axis_map
     from base_storage_tensors
 ),
 
@@ -70,6 +71,7 @@ joined as (
         s.dtype,
         s.shape,
         s.packing,
+        s.axis_map,
         coalesce(list_product(s.shape), 1)::bigint as elements,
         d.bits,
         i.count // coalesce(t.layers, 1) as copies_per_layer,
@@ -96,6 +98,7 @@ with_bytes as (
         dtype,
         shape,
         packing,
+        axis_map,
         elements,
         bits,
         case when part = 'data' then elements * packing end as logical_elements,
@@ -119,6 +122,7 @@ select
     dtype,
     shape,
     packing,
+    axis_map,
     elements,
     logical_elements,
     bits,

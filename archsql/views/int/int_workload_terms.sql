@@ -12,6 +12,13 @@ workloads as (
     from base_workloads
 ),
 
+images as (
+    select
+        workload,
+        image_patches
+    from base_workload_images
+),
+
 terms as (
     select
         model,
@@ -48,9 +55,13 @@ term_values as (
         t.e_c,
         t.factor,
         t.factor_arg,
-        t.coef * term_value(t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg, w.batch, w.new_tokens, w.context) as value
+        t.coef * term_value(
+            t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg, w.batch, w.new_tokens, w.context,
+            v := coalesce(i.image_patches, 0)
+        ) as value
     from terms as t
     inner join workloads as w on w.phase = t.phase
+    left join images as i on i.workload = w.workload
 )
 
 select

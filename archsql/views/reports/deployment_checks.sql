@@ -11,10 +11,14 @@ deployments as (
         ep,
         moe_tp,
         pp,
+        cp,
+        cp_kind,
+        nodes,
         weight_dtype,
         act_dtype,
         kv_dtype,
-        usable_memory_fraction
+        usable_memory_fraction,
+        weight_profile
     from base_deployments
 ),
 
@@ -23,20 +27,37 @@ gpus as (
     from int_gpu_specs
 ),
 
+mesh as (
+    select
+        deployment,
+        nodes,
+        derived,
+        gpus_per_node,
+        scaleup_domain_gpus
+    from int_deployment_mesh
+),
+
 dtypes as (
     select dtype
     from base_dtypes
+),
+
+weight_profiles as (
+    select distinct profile
+    from base_storage_tensors
 ),
 
 problems as (
     select
         deployment,
         'attention degrees' as rule,
-        format('tp × dp × pp = {} × {} × {} = {} GPUs, the deployment has {}', tp, dp, pp, tp * dp * pp, gpus)
-            as problem,
-        'make tp × dp × pp equal gpus' as fix
+        format(
+            'tp × cp × dp × pp = {} × {} × {} × {} = {} GPUs, the deployment has {}',
+            tp, cp, dp, pp, tp * cp * dp * pp, gpus
+        ) as problem,
+        'make tp × cp × dp × pp equal gpus' as fix
     from deployments
-    where tp * dp * pp <> gpus
+    where tp * cp * dp * pp <> gpus
     union all
     select
         deployment,
@@ -53,7 +74,34 @@ problems as (
         'a degree below 1' as problem,
         'every degree is at least 1' as fix
     from deployments
-    where least(tp, dp, ep, moe_tp, pp, gpus) < 1
+    where least(tp, dp, ep, moe_tp, pp, cp, gpus) < 1
+    union all
+    select
+        deployment,
+        'cp kind' as rule,
+        format('cp = {} with cp_kind = {}', cp, coalesce(cp_kind, 'null')) as problem,
+        case when cp > 1 then 'cp_kind is ulysses or ring' else 'cp_kind is none, ulysses or ring' end as fix
+    from deployments
+    where cp_kind is null
+        or cp_kind not in ('ulysses', 'ring', 'none')
+        or (cp > 1 and cp_kind = 'none')
+    union all
+    select
+        deployment,
+        'nodes' as rule,
+        format('{} GPUs on {} nodes', gpus, nodes) as problem,
+        'nodes is at least 1 and divides gpus (or null: derived from the GPU''s scale-up domain)' as fix
+    from deployments
+    where nodes is not null and (nodes < 1 or gpus % nodes <> 0)
+    union all
+    select
+        deployment,
+        'nodes' as rule,
+        format('{} GPUs per node, the scale-up domain of the GPU is {}', gpus_per_node, scaleup_domain_gpus)
+            as problem,
+        'use more nodes (or null: one scale-up domain per node)' as fix
+    from mesh
+    where not derived and nodes >= 1 and gpus_per_node > scaleup_domain_gpus
     union all
     select
         d.deployment,
@@ -81,6 +129,16 @@ problems as (
         'use a fraction such as 0.9' as fix
     from deployments
     where not (usable_memory_fraction > 0 and usable_memory_fraction <= 1)
+    union all
+    select
+        d.deployment,
+        'weight profile' as rule,
+        format('unknown weight_profile {}', coalesce(d.weight_profile, 'null')) as problem,
+        'use native or a profile of archsql/specs/quant/profiles (archsql sql "select distinct profile from storage_tensors")'
+            as fix
+    from deployments as d
+    where d.weight_profile is null
+        or (d.weight_profile not in (select profile from weight_profiles) and exists (select 1 from weight_profiles))
 )
 
 select

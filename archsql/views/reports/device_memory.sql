@@ -1,4 +1,5 @@
--- Memory of one device of every deployment for every model and workload, and whether it fits.
+-- Memory of one device of every deployment for every model and workload — weights as stored,
+-- decode caches, the activation peak of the step — and whether it fits.
 with
 
 deployments as (
@@ -19,31 +20,67 @@ gpus as (
     where dtype = 'bf16'
 ),
 
-dtypes as (
+nodes as (
     select
-        dtype,
-        bytes
-    from base_dtypes
+        model,
+        uid,
+        in_base_model
+    from base_nodes
 ),
 
-weights as (
+-- the pipeline stage of each node's copies (one stage, share 1, without pp)
+shares as (
     select
         model,
         deployment,
-        sum(elements) as elements
-    from int_device_weights
-    where in_base_model
-    group by model, deployment
+        uid,
+        stage,
+        share
+    from int_pipeline_shares
+),
+
+-- every stored tensor of the base model (data, scales, buffers) as a device of each stage holds it
+weights as (
+    select
+        s.model,
+        s.deployment,
+        p.stage,
+        sum(s.total_bytes * p.share) as bytes
+    from int_device_storage as s
+    inner join (select distinct model, uid, in_base_model from nodes) as n on n.model = s.model and n.uid = s.uid
+    inner join shares as p on p.model = s.model and p.deployment = s.deployment and p.uid = s.uid
+    where n.in_base_model
+    group by s.model, s.deployment, p.stage
 ),
 
 caches as (
     select
+        v.model,
+        v.deployment,
+        v.workload,
+        p.stage,
+        sum(v.cache_bytes * p.share) as bytes
+    from int_device_op_values as v
+    inner join shares as p on p.model = v.model and p.deployment = v.deployment and p.uid = v.uid
+    group by v.model, v.deployment, v.workload, p.stage
+),
+
+stages as (
+    select distinct
+        model,
+        deployment,
+        stage
+    from shares
+),
+
+activations as (
+    select
         model,
         deployment,
         workload,
-        sum(cache_bytes) as bytes
-    from int_device_op_values
-    group by model, deployment, workload
+        peak_op,
+        bytes
+    from int_device_activations
 ),
 
 workloads as (
@@ -64,19 +101,24 @@ joined as (
         m.model,
         d.deployment,
         w.workload,
+        st.stage,
         w.batch,
         w.context,
-        coalesce(wt.elements, 0) * wd.bytes as weight_bytes,
+        wt.bytes as weight_bytes,
         coalesce(c.bytes, 0) as kv_bytes,
+        coalesce(a.bytes, 0) as activation_bytes,
+        a.peak_op as activation_peak_op,
         g.memory_bytes * d.usable_memory_fraction as usable_bytes,
         g.memory_bytes
     from models as m
     cross join deployments as d
     cross join workloads as w
     inner join gpus as g on g.gpu = d.gpu
-    inner join dtypes as wd on wd.dtype = d.weight_dtype
-    left join weights as wt on wt.model = m.model and wt.deployment = d.deployment
-    left join caches as c on c.model = m.model and c.deployment = d.deployment and c.workload = w.workload
+    inner join stages as st on st.model = m.model and st.deployment = d.deployment
+    left join weights as wt on wt.model = m.model and wt.deployment = d.deployment and wt.stage = st.stage
+    left join caches as c
+        on c.model = m.model and c.deployment = d.deployment and c.workload = w.workload and c.stage = st.stage
+    left join activations as a on a.model = m.model and a.deployment = d.deployment and a.workload = w.workload
 ),
 
 fitted as (
@@ -84,35 +126,83 @@ fitted as (
         model,
         deployment,
         workload,
+        stage,
         batch,
         context,
         weight_bytes,
         kv_bytes,
-        weight_bytes + kv_bytes as total_bytes,
+        activation_bytes,
+        activation_peak_op,
+        weight_bytes + kv_bytes + activation_bytes as total_bytes,
         usable_bytes,
         memory_bytes,
-        weight_bytes + kv_bytes <= usable_bytes as fits,
-        greatest(weight_bytes + kv_bytes - usable_bytes, 0) as shortfall_bytes,
+        weight_bytes + kv_bytes + activation_bytes <= usable_bytes as fits,
+        greatest(weight_bytes + kv_bytes + activation_bytes - usable_bytes, 0) as shortfall_bytes,
+        -- caches and activations both grow linearly with the batch at this context and step
         case
             when weight_bytes >= usable_bytes then 0
-            when kv_bytes = 0 then null
-            else floor((usable_bytes - weight_bytes) / (kv_bytes / batch))
-        end as max_batch
+            when kv_bytes + activation_bytes = 0 then null
+            else floor((usable_bytes - weight_bytes) / ((kv_bytes + activation_bytes) / batch))
+        end as max_batch,
+        case
+            when weight_bytes >= usable_bytes then 'weights'
+            when kv_bytes + activation_bytes = 0 then null
+            when kv_bytes >= activation_bytes then 'kv'
+            else 'activations'
+        end as limited_by
     from joined
+),
+
+-- a pipeline deployment fits when its fullest stage does; the batch is bounded by the stage
+-- that runs out first
+per_stage as (
+    select
+        *,
+        row_number() over (partition by model, deployment, workload order by total_bytes desc, stage) as fullness,
+        min(max_batch) over (partition by model, deployment, workload) as stage_max_batch,
+        arg_min(limited_by, max_batch) over (partition by model, deployment, workload) as stage_limited_by
+    from fitted
+),
+
+fullest as (
+    select
+        model,
+        deployment,
+        workload,
+        stage,
+        batch,
+        context,
+        weight_bytes,
+        kv_bytes,
+        activation_bytes,
+        activation_peak_op,
+        total_bytes,
+        usable_bytes,
+        memory_bytes,
+        fits,
+        shortfall_bytes,
+        stage_max_batch as max_batch,
+        stage_limited_by as limited_by
+    from per_stage
+    where fullness = 1
 )
 
 select
     model,
     deployment,
     workload,
+    stage,
     batch,
     context,
     weight_bytes,
     kv_bytes,
+    activation_bytes,
+    activation_peak_op,
     total_bytes,
     usable_bytes,
     memory_bytes,
     fits,
     shortfall_bytes,
-    max_batch
-from fitted
+    max_batch,
+    limited_by
+from fullest

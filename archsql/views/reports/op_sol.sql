@@ -12,7 +12,8 @@ values_ as (
         role,
         flops,
         hbm_bytes,
-        comm_bytes
+        comm_bytes,
+        scaleout_bytes
     from int_device_op_values
 ),
 
@@ -30,7 +31,8 @@ gpus as (
         dtype,
         peak_flops_per_s,
         hbm_bytes_per_s,
-        link_bytes_per_s
+        link_bytes_per_s,
+        scaleout_bytes_per_s
     from int_gpu_specs
 ),
 
@@ -46,9 +48,20 @@ priced as (
         v.flops,
         v.hbm_bytes as bytes,
         v.comm_bytes,
+        v.scaleout_bytes,
+        case
+            when v.comm_bytes = 0 then null
+            when v.scaleout_bytes = 0 then 'scale-up'
+            when v.scaleout_bytes >= v.comm_bytes * (1 - 1e-12) then 'scale-out'
+            else 'both'
+        end as link,
         v.flops / g.peak_flops_per_s as compute_s,
         v.hbm_bytes / g.hbm_bytes_per_s as memory_s,
-        v.comm_bytes / g.link_bytes_per_s as comm_s
+        -- the scale-up and scale-out parts of a collective move at the same time
+        greatest(
+            (v.comm_bytes - v.scaleout_bytes) / g.link_bytes_per_s,
+            case when v.scaleout_bytes > 0 then v.scaleout_bytes / g.scaleout_bytes_per_s else 0 end
+        ) as comm_s
     from values_ as v
     inner join deployments as d on d.deployment = v.deployment
     inner join gpus as g on g.gpu = d.gpu and g.dtype = d.weight_dtype
@@ -66,6 +79,8 @@ bounded as (
         flops,
         bytes,
         comm_bytes,
+        scaleout_bytes,
+        link,
         compute_s,
         memory_s,
         comm_s,
@@ -91,6 +106,8 @@ select
     flops,
     bytes,
     comm_bytes,
+    scaleout_bytes,
+    link,
     compute_s,
     memory_s,
     comm_s,

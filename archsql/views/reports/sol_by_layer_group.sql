@@ -41,7 +41,7 @@ summed as (
         sum(o.comm_s) as comm_s,
         sum(o.time_s) as time_s
     from ops as o
-    inner join nodes as n on n.model = o.model and n.uid = o.uid
+    left join nodes as n on n.model = o.model and n.uid = o.uid
     group by o.model, o.deployment, o.workload, n.template
 )
 

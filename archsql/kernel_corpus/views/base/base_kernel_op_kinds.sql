@@ -3,5 +3,6 @@ select
     op_kind,
     family,
     required,
-    contract
+    contract,
+    signature
 from kernel_op_kinds
