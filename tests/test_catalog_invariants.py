@@ -9,9 +9,15 @@ meet — the cases a hand-made toy store does not hold.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import duckdb
 
+from archsql.api import catalog
 from archsql.views import check_invariants
+
+CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 
 
 def test_every_invariant_holds_on_the_catalog_store(catalog_db):
@@ -23,3 +29,21 @@ def test_every_invariant_holds_on_the_catalog_store(catalog_db):
     assert failures == [], "view invariants violated on the catalog store: " + ", ".join(
         f"{view}.{name} ({rows} rows)" for view, name, rows in failures
     )
+
+
+def test_layers_are_the_configs_decoder_layers(catalog_db):
+    """model_summary.layers counts decoder layers only — the config's num_hidden_layers
+    (text_config's for multimodal checkpoints): vision-tower layers and MTP (next-n) layers
+    are stacks of their own roles and not counted."""
+    con = duckdb.connect(str(catalog_db), read_only=True)
+    try:
+        rows = con.execute(
+            "select s.model, s.layers, m.config_file from model_summary as s join models as m using (model)"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == len(catalog())
+    for model, layers, config_file in rows:
+        cfg = json.loads((CONFIGS / config_file).read_text())
+        cfg = cfg.get("text_config") or cfg
+        assert layers == cfg["num_hidden_layers"], model

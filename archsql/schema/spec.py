@@ -48,7 +48,7 @@ MODEL_KEYS = (
     "source",  # the forward source (path(s) of the modeling file) stream src anchors quote: archsql.source_guard
 )
 STACK_KEYS = ("repeat", "path", "streams", "schedule", "role", "first_layer")
-STACK_ROLES = ("decoder", "mtp")
+STACK_ROLES = ("decoder", "mtp", "vision")
 # A stack's streams (docs/specir.md "Streams"): the carried residual ({carries: true}), an
 # internal stream (from: <node path>, read by a later layer), or an append stream (from:
 # <node path> or the carried stream, archived after:/before: chosen layers, read: each|all|concat).
@@ -179,7 +179,7 @@ class StackSpec:
     schedule: Any
     where: Where
     keys_where: dict[str, Where] = field(default_factory=dict)  # repeat/schedule/... -> where
-    role: str = "decoder"  # decoder | mtp (multi-token-prediction layers: on disk, optional at serving)
+    role: str = "decoder"  # decoder | mtp (multi-token-prediction layers: on disk, optional at serving) | vision
     first_layer: Any = 0  # dim expression: index of the first layer in checkpoint paths
     stream_specs: dict[str, StreamSpec] = field(default_factory=dict)  # parsed ``streams:``
 
