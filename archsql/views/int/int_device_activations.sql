@@ -93,7 +93,7 @@ leaders as (
         model,
         deployment,
         phase,
-        arg_max(uid, coef) as uid
+        first(uid order by coef desc, uid) as uid
     from held_terms
     group by model, deployment, phase, e_B, e_s, e_c, factor, factor_arg
 ),
@@ -192,7 +192,7 @@ peaks as (
         deployment,
         workload,
         phase,
-        arg_max(uid, bytes) as peak_op,
+        first(uid order by bytes desc, uid) as peak_op,  -- ties: the first uid
         max(bytes) as bytes
     from per_op
     group by model, deployment, workload, phase

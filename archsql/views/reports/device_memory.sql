@@ -160,7 +160,7 @@ per_stage as (
         *,
         row_number() over (partition by model, deployment, workload order by total_bytes desc, stage) as fullness,
         min(max_batch) over (partition by model, deployment, workload) as stage_max_batch,
-        arg_min(limited_by, max_batch) over (partition by model, deployment, workload) as stage_limited_by
+        first(limited_by order by max_batch, stage) over (partition by model, deployment, workload) as stage_limited_by
     from fitted
 ),
 
