@@ -31,9 +31,10 @@ from click.testing import CliRunner
 
 from archsql.api import catalog
 from archsql.cli import cli
+from archsql.dtypes import DTYPE_BITS
 from archsql.errors import StoreError
 from archsql.ingest.checkpoint import to_table
-from archsql.ingest.safetensors_headers import DTYPE_BITS, FileTensors
+from archsql.ingest.safetensors_headers import FileTensors
 from archsql.store import write_checkpoint
 from archsql.validate import validate
 from tests.conftest import FIXTURES, load_inventory

@@ -48,8 +48,8 @@ from typing import Any
 
 import sympy
 
+from archsql.dtypes import DTYPE_BITS, TORCH_DTYPES, dtype_description
 from archsql.errors import Issue, SpecError, did_you_mean, unknown_name
-from archsql.ingest.safetensors_headers import DTYPE_BITS
 from archsql.schema.checks import Collector, type_name
 from archsql.schema.expr import ExprSyntaxError, parse_dim_expr
 from archsql.schema.yamlsrc import LocDict, load_yaml
@@ -89,16 +89,6 @@ RULE_KEYS = ("method", "dtype", "params")
 OVERRIDE_KEYS = ("name", "match", "tensors", "method", "dtype", "params", "doc")
 PROFILE_KEYS = ("profile", "doc", "quant_context")
 BUFFER_KEYS = ("node", "shape", "dtype", "doc")
-
-# config.json torch_dtype / dtype → safetensors dtype
-TORCH_DTYPES = {
-    "bfloat16": "BF16",
-    "float16": "F16",
-    "half": "F16",
-    "float32": "F32",
-    "float": "F32",
-    "float64": "F64",
-}
 
 
 class FormulaError(ValueError):
@@ -1073,22 +1063,6 @@ def suggest(name: str, choices) -> str | None:
 
 # --------------------------------------------------------------------------- store defaults
 
-_DTYPE_DOC = {
-    "BOOL": "boolean, one byte",
-    "F4": "4-bit float e2m1",
-    "F6_E2M3": "6-bit float e2m3",
-    "F6_E3M2": "6-bit float e3m2",
-    "F8_E4M3": "8-bit float e4m3 (fn)",
-    "F8_E5M2": "8-bit float e5m2",
-    "F8_E8M0": "8-bit power-of-two scale (e8m0)",
-    "F8_E4M3FNUZ": "8-bit float e4m3 fnuz",
-    "F8_E5M2FNUZ": "8-bit float e5m2 fnuz",
-    "BF16": "bfloat16",
-    "F16": "IEEE half precision",
-    "F32": "IEEE single precision",
-    "F64": "IEEE double precision",
-}
-
 
 def storage_dtypes_table():
     """The ``storage_dtypes`` parameter table: bits of every safetensors dtype."""
@@ -1100,9 +1074,7 @@ def storage_dtypes_table():
         {
             "dtype": d,
             "bits": b,
-            "description": _DTYPE_DOC.get(
-                d, f"{b}-bit {'unsigned' if d[0] == 'U' else 'signed'} integer" if d[0] in "IU" else f"{b}-bit"
-            ),
+            "description": dtype_description(d),
         }
         for d, b in DTYPE_BITS.items()
     ]
