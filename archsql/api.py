@@ -126,18 +126,37 @@ _FILE_FUNCS = {
 }
 
 
+# Folders a read-only query may read besides the store file: packages above the api (the
+# kernel corpus, whose view reads its Parquet partitions) register a function of the store
+# path on import, so the core query path imports none of them.
+_READABLE_DIRS: list[Callable[[Path], Path]] = []
+
+
+def register_readable_dir(folder_of: Callable[[Path], Path]) -> None:
+    """Admit ``folder_of(store path)`` to every read-only query (idempotent)."""
+    if folder_of not in _READABLE_DIRS:
+        _READABLE_DIRS.append(folder_of)
+
+
+def _allow_reads(con, db: Path) -> None:
+    """Admit the registered folders to a connection that is about to disable file access."""
+    if not _READABLE_DIRS:
+        return
+    folders = ", ".join("'" + str(f(db)).replace("'", "''") + "/'" for f in _READABLE_DIRS)
+    con.execute(f"set allowed_directories = [{folders}]")
+
+
 def query(sql: str, db: str | Path | None = None) -> pa.Table:
     """Run a read-only query against the store; returns an Arrow table."""
     import duckdb
 
-    from archsql.kernel_corpus.storage import allow_corpus_reads
     from archsql.store import connect
 
     check_read_only(sql)
     path = Path(db) if db else default_db()
     con = connect(path, read_only=True)
     try:
-        allow_corpus_reads(con, path)  # the kernel_corpus view reads its Parquet partitions, nothing else
+        _allow_reads(con, path)  # registered folders (the kernel corpus partitions), nothing else
         con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
         rel = con.sql(sql)
         return rel.to_arrow_table() if rel is not None else pa.table({})

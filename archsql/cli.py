@@ -8,16 +8,11 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-import pyarrow as pa
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -26,88 +21,13 @@ from archsql import __version__, api
 from archsql.design.cli import COMMANDS as DESIGN_COMMANDS
 from archsql.errors import ArchsqlError
 from archsql.kernel_corpus.cli import bench, corpus
+from archsql.output import FORMATS, check_format, console, emit, human, human_bytes, plural
 from archsql.schema.tables import PHASES
 
 USER_ERROR = 2
-FORMATS = ("table", "csv", "json", "parquet")
 
 # `archsql build` prints the saved query archsql/queries/summary.sql.
 SUMMARY_QUERY = "summary"
-
-
-# ---------------------------------------------------------------------------- output
-
-
-def _console(stderr: bool = False) -> Console:
-    """A rich console; off a terminal, tables keep their natural width (no wrapping)."""
-    stream = sys.stderr if stderr else sys.stdout
-    if stream.isatty():
-        return Console(file=stream, stderr=stderr)
-    return Console(file=stream, width=100_000, color_system=None, highlight=False)
-
-
-def human(n: float | int | None) -> str:
-    """8030261248 → '8.03 B': three significant digits and a K/M/B/T suffix."""
-    if n is None:
-        return "—"
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= scale:
-            return f"{_sig3(n / scale)} {suffix}"
-    return f"{n:g}" if isinstance(n, float) else str(n)
-
-
-def human_bytes(n: float | int | None) -> str:
-    """131072 → '128 KiB' (binary units)."""
-    if n is None:
-        return "—"
-    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if abs(n) >= scale:
-            return f"{_sig3(n / scale)} {suffix}"
-    return f"{n:g} B"
-
-
-def _sig3(x: float) -> str:
-    text = f"{x:.3g}"
-    return f"{float(text):.0f}" if "e" in text else text
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.0f}" if value.is_integer() and abs(value) < 1e18 else f"{value:.6g}"
-    return str(value)
-
-
-def _rich_table(table: pa.Table, title: str | None = None) -> Table:
-    out = Table(title=title, header_style="bold")
-    for field in table.schema:
-        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type) or pa.types.is_decimal(field.type)
-        out.add_column(Text(field.name), justify="right" if numeric else "left")
-    for row in table.to_pylist():
-        out.add_row(*(Text(_cell(v)) for v in row.values()))
-    return out
-
-
-def _flat(table: pa.Table) -> pa.Table:
-    """Nested and binary columns (weights.shape, …) as JSON text, so CSV can hold them."""
-    for i, field in enumerate(table.schema):
-        t = field.type
-        if pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            text = [None if v is None else json.dumps(v, default=str) for v in table.column(i).to_pylist()]
-            table = table.set_column(i, pa.field(field.name, pa.string()), pa.array(text, pa.string()))
-    return table
-
-
-def _write_text(text: str, output: Path | None) -> None:
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------- the group
@@ -155,7 +75,7 @@ def build(db: Path, models: tuple[str, ...]) -> None:
     library = default_library()
     for name in names:  # an unknown name fails before any work, with a "did you mean"
         library.model_path(name)
-    err = _console(stderr=True)
+    err = console(stderr=True)
     with Progress(
         TextColumn("[bold]{task.description:<28}"),
         BarColumn(),
@@ -177,7 +97,7 @@ def build(db: Path, models: tuple[str, ...]) -> None:
     summary = queries.run(SUMMARY_QUERY, db=report.db).to_pylist()
     built = set(report.models)
     shown = [row for row in summary if row["model"] in built]
-    table = Table(title=f"{_plural(len(shown), 'model')} in {report.db}", header_style="bold")
+    table = Table(title=f"{plural(len(shown), 'model')} in {report.db}", header_style="bold")
     for name, justify in (
         ("model", "left"),
         ("params", "right"),
@@ -196,11 +116,11 @@ def build(db: Path, models: tuple[str, ...]) -> None:
             str(row["hidden_size"]),
             human_bytes(row["kv_bytes_per_token_bf16"]),
         )
-    out = _console()
+    out = console()
     out.print(table)
     others = len(summary) - len(shown)
-    note = f" (the store also holds {_plural(others, 'other model')})" if others else ""
-    out.print(f"built {_plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}")
+    note = f" (the store also holds {plural(others, 'other model')})" if others else ""
+    out.print(f"built {plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}")
 
 
 # ---------------------------------------------------------------------------- sql
@@ -218,38 +138,6 @@ _OUTPUT_OPTION = click.option(
 )
 
 
-def _emit(result: pa.Table, fmt: str, output: Path | None) -> None:
-    """Print or write a query result in one of FORMATS."""
-    if fmt == "table":
-        if output is None:
-            _console().print(_rich_table(result))
-        else:
-            buffer = io.StringIO()
-            Console(file=buffer, width=100_000, color_system=None).print(_rich_table(result))
-            output.write_text(buffer.getvalue(), encoding="utf-8")
-    elif fmt == "csv":
-        sink = io.StringIO()
-        writer = csv.writer(sink, lineterminator="\n")
-        flat = _flat(result)
-        writer.writerow(flat.column_names)
-        writer.writerows(["" if v is None else v for v in row.values()] for row in flat.to_pylist())
-        _write_text(sink.getvalue(), output)
-    elif fmt == "json":
-        rows = [json.dumps(row, default=str) for row in result.to_pylist()]
-        _write_text("[\n" + ",\n".join(f"  {r}" for r in rows) + ("\n]\n" if rows else "]\n"), output)
-    else:
-        import pyarrow.parquet as pq
-
-        pq.write_table(result, str(output))
-    if output is not None:
-        click.echo(f"wrote {result.num_rows} rows to {output}", err=True)
-
-
-def _check_format(fmt: str, output: Path | None) -> None:
-    if fmt == "parquet" and output is None:
-        raise click.UsageError("--format parquet needs --output FILE")
-
-
 @cli.command()
 @click.argument("query")
 @_FORMAT_OPTION
@@ -257,8 +145,8 @@ def _check_format(fmt: str, output: Path | None) -> None:
 @click.pass_obj
 def sql(db: Path, query: str, fmt: str, output: Path | None) -> None:
     """Run a read-only QUERY over the store's tables and views."""
-    _check_format(fmt, output)
-    _emit(api.query(query, db=db), fmt, output)
+    check_format(fmt, output)
+    emit(api.query(query, db=db), fmt, output)
 
 
 @cli.command("query")
@@ -276,10 +164,10 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
         table.add_column("description")
         for query_name, description in queries.saved().items():
             table.add_row(query_name, Text(description))
-        _console().print(table)
+        console().print(table)
         return
-    _check_format(fmt, output)
-    _emit(queries.run(name, db=db), fmt, output)
+    check_format(fmt, output)
+    emit(queries.run(name, db=db), fmt, output)
 
 
 # ---------------------------------------------------------------------------- export
@@ -316,7 +204,7 @@ def export(db: Path, directory: Path) -> None:
             table.add_row(name, "view" if kind == "VIEW" else "table", str(rows), str(path))
     finally:
         con.close()
-    _console().print(table)
+    console().print(table)
 
 
 # ---------------------------------------------------------------------------- explain
@@ -377,7 +265,7 @@ def explain(
         context=context,
         image_patches=image_patches,
     )
-    out = _console()
+    out = console()
     scope = f" of nodes ending in '{e.node}'" if e.node else ""
     where = f", {e.phase}" if e.phase else ""
     out.print(f"[bold]{e.model}[/bold]: {e.quantity}{scope}{where}")
@@ -406,7 +294,7 @@ def models() -> None:
     for name in api.catalog():
         spec = library.model(name)
         table.add_row(name, spec.hf_id, Path(spec.file).name, " ".join(spec.doc.split()))
-    _console().print(table)
+    console().print(table)
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -443,15 +331,15 @@ def validate(
     and packed element counts), weight (every checkpoint tensor claimed, matched, totals),
     source (with --source: every stream src anchor still in the forward source).
     """
-    from archsql.validate import GUARDS
-    from archsql.validate import validate as run_validate
+    from archsql.publish_check import GUARDS
+    from archsql.publish_check import validate as run_validate
 
     if checkpoint and hub_id:
         raise click.UsageError("give --checkpoint or --hub, not both")
     errors = run_validate(
         model, checkpoint or hub_id, offline=offline, profile=profile, sources=list(sources) if sources else None
     )
-    out = _console()
+    out = console()
     if not errors:
         against = f" against {checkpoint or hub_id}" if (checkpoint or hub_id) else ""
         out.print(f"{model}: publishable — no errors{against}", markup=False)
@@ -460,12 +348,12 @@ def validate(
         found = [e for e in errors if e.guard == guard]
         if not found:
             continue
-        out.print(f"[bold]{guard}[/bold]: {_plural(len(found), 'error')}")
+        out.print(f"[bold]{guard}[/bold]: {plural(len(found), 'error')}")
         for e in found[:max_shown]:
             out.print("  " + e.render().replace("\n", "\n  "), markup=False, highlight=False)
         if len(found) > max_shown:
             out.print(f"  … and {len(found) - max_shown} more {guard} errors", markup=False)
-    out.print(f"{model}: not publishable ({_plural(len(errors), 'error')})", markup=False)
+    out.print(f"{model}: not publishable ({plural(len(errors), 'error')})", markup=False)
     sys.exit(NOT_PUBLISHABLE)
 
 
@@ -483,8 +371,8 @@ def checkpoint_headers(source: str, offline: bool, revision: str | None, fmt: st
     """
     from archsql.ingest import read_checkpoint
 
-    _check_format(fmt, output)
-    _emit(read_checkpoint(source, offline=offline, revision=revision), fmt, output)
+    check_format(fmt, output)
+    emit(read_checkpoint(source, offline=offline, revision=revision), fmt, output)
 
 
 # ---------------------------------------------------------------------------- sweep
@@ -549,7 +437,7 @@ def sweep(
     """
     from archsql import sweep as sweeps
 
-    _check_format(fmt, output)
+    check_format(fmt, output)
     kinds = [k.strip() for k in cp_kinds.split(",")]
     unknown = [k for k in kinds if k not in ("ring", "ulysses")]
     if unknown:
@@ -571,7 +459,7 @@ def sweep(
         pp=_ints(pp),
     )
     table = sweeps.sweep(model, db, deployments, workloads)
-    _emit(sweeps.pareto(table) if only_pareto else table, fmt, output)
+    emit(sweeps.pareto(table) if only_pareto else table, fmt, output)
 
 
 # ---------------------------------------------------------------------------- kernel corpus

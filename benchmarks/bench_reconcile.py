@@ -10,7 +10,7 @@ times, best of ``--repeat``:
 - ``store``: the model's tables and the checkpoint header written to a DuckDB store, views created;
 - ``reconcile``: ``checkpoint_reconciliation`` (every spec tensor expanded over layers and experts, joined with every
   file tensor by canonical name) and ``checkpoint_totals`` queried, the errors built;
-- ``validate``: ``archsql.validate.validate(model, header)`` end to end (all of the above).
+- ``validate``: ``archsql.publish_check.validate(model, header)`` end to end (all of the above).
 
 Reports the times and exits 1 when the header does not reconcile with difference 0.
 """
@@ -42,8 +42,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from archsql.evaluator import evaluate
+    from archsql.publish_check import reconciliation_findings, validate
     from archsql.store import connect, write_checkpoint, write_store
-    from archsql.validate import _errors, validate
     from tests.test_reconciliation import header_table, inventory, inventory_models, synthetic_tensors
 
     models = [args.model] if args.model else inventory_models()
@@ -79,7 +79,7 @@ def main() -> int:
                 "where checkpoint = ?",
                 [checkpoint],
             ).fetchone()
-            return _errors(bad, totals, checkpoint, f"{model}.yaml"), totals
+            return reconciliation_findings(bad, totals, checkpoint, f"{model}.yaml"), totals
         finally:
             con.close()
 

@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from archsql.cli import cli, human, human_bytes
+from archsql.cli import cli
+from archsql.output import human, human_bytes
 
 MODELS = ("Qwen3-0.6B", "Meta-Llama-3.1-8B")
 Q_PROJ_FLOPS = 2 * 1 * 1 * 4096 * (32 * 128) * 32  # = 1_073_741_824, see the module docstring

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 
+from archsql.dtypes import DTYPE_BITS
 from archsql.errors import ArchsqlError
 from archsql.ingest.checkpoint import read_checkpoint
 from archsql.ingest.gguf_headers import GGML_TYPES, ggml_nbytes, read_gguf_header
-from archsql.ingest.safetensors_headers import DTYPE_BITS, CheckpointError
+from archsql.ingest.safetensors_headers import CheckpointError
 
 TENSORS = Path(__file__).parent / "fixtures" / "tensors"
 MINILM = TENSORS / "sentence-transformers__all-MiniLM-L6-v2.safetensors_header.json"

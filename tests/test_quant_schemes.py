@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from archsql.dtypes import DTYPE_BITS
 from archsql.errors import SpecError
 from archsql.evaluator import evaluate
 from archsql.evaluator.storage import bind_storage
-from archsql.ingest.safetensors_headers import DTYPE_BITS
 from archsql.schema.quant import (
     QUANT_DIR,
     FormulaError,

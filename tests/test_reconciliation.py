@@ -31,11 +31,12 @@ from click.testing import CliRunner
 
 from archsql.api import catalog
 from archsql.cli import cli
+from archsql.dtypes import DTYPE_BITS
 from archsql.errors import StoreError
 from archsql.ingest.checkpoint import to_table
-from archsql.ingest.safetensors_headers import DTYPE_BITS, FileTensors
+from archsql.ingest.safetensors_headers import FileTensors
+from archsql.publish_check import validate
 from archsql.store import write_checkpoint
-from archsql.validate import validate
 from tests.conftest import FIXTURES, load_inventory
 from tests.test_ingest_headers import write_header
 from tests.test_inventory_params import (

@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from archsql.cli import cli
+from archsql.publish_check import validate
 from archsql.schema.spec import parse_model
 from archsql.source_guard import check_sources, fragments
 from archsql.specs import MODELS_DIR
-from archsql.validate import validate
 
 GLM52 = MODELS_DIR / "GLM-5.2.yaml"
 NAME = "modeling_glm_moe_dsa.py"

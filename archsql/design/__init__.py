@@ -17,3 +17,5 @@ and read back with SQL (``archsql/design/sql``):
 """
 
 from __future__ import annotations
+
+import archsql.evaluator  # noqa: F401  (registers the primitive ops that spec checks read)

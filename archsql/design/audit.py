@@ -635,7 +635,7 @@ def render(card: AuditCard, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from archsql.cli import human, human_bytes
+    from archsql.output import human, human_bytes
 
     style = {"reject": "bold red", "tune": "bold yellow", "accept": "bold green"}[card.decision]
     head = Text.assemble(

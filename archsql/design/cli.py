@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 import pyarrow as pa
 
+from archsql.output import check_format, console, emit, human, human_bytes
 from archsql.schema.tables import PHASES
 
 _STORE_OPTION = click.option(
@@ -38,16 +39,9 @@ _OUTPUT_OPTION = click.option(
 )
 
 
-def _main():
-    from archsql import cli as main_cli  # the shared output helpers (imported late: it imports us)
-
-    return main_cli
-
-
 def _rows_out(table: pa.Table, fmt: str, output: Path | None) -> None:
-    main = _main()
-    main._check_format(fmt, output)
-    main._emit(table, fmt, output)
+    check_format(fmt, output)
+    emit(table, fmt, output)
 
 
 def _ms(seconds: float | None) -> str:
@@ -107,7 +101,6 @@ def compare_cmd(slot, components, d_model, contexts, batch, gpu, dtype, specs_di
         return
     from rich.table import Table
 
-    main = _main()
     c = result.contract
     rows = result.table.to_pylist()
     ctx = list(dict.fromkeys(r["context"] for r in rows))
@@ -127,24 +120,24 @@ def compare_cmd(slot, components, d_model, contexts, batch, gpu, dtype, specs_di
         mine = [r for r in rows if r["model"] == probe.model]
         first = mine[0]
         origin = probe.ref.origin + (f":{first['origin_template']}" if first["origin_template"] else "")
-        growth = main.human_bytes(first["cache_bytes_per_token"]) if first["cache_bytes_per_token"] else "0"
+        growth = human_bytes(first["cache_bytes_per_token"]) if first["cache_bytes_per_token"] else "0"
         if first["state_bytes_per_request"]:
-            growth += f" + {main.human_bytes(first['state_bytes_per_request'])} state"
+            growth += f" + {human_bytes(first['state_bytes_per_request'])} state"
         cells = [
             probe.ref.component
             + ("[" + ",".join(f"{k}={v}" for k, v in probe.ref.dims) + "]" if probe.ref.dims else ""),
             origin,
             first["role"],
-            main.human(first["params_per_layer"]),
-            main.human_bytes(first["weight_bytes_per_layer"]),
+            human(first["params_per_layer"]),
+            human_bytes(first["weight_bytes_per_layer"]),
             first["cache_growth"],
             growth,
         ]
         for n in ctx:
             r = next(r for r in mine if r["context"] == n)
-            cells += [_ms(r["prefill_time_s"]), main.human_bytes(r["cache_bytes_per_request"])]
+            cells += [_ms(r["prefill_time_s"]), human_bytes(r["cache_bytes_per_request"])]
         table.add_row(*cells)
-    out = main._console()
+    out = console()
     out.print(table)
     out.print(
         f"rows: view component_comparison in {result.db} "
@@ -217,9 +210,8 @@ def edit_cmd(
 
     from archsql.design.store import token_label
 
-    main = _main()
     d = report.derived
-    out = main._console()
+    out = console()
     out.print(f"[bold]{d.name}[/bold] = {d.base} + edits → {d.path}")
     for where, (old, new) in d.swapped.items():
         out.print(f"  swap {where}: {old} → {new}", markup=False)
@@ -245,7 +237,7 @@ def edit_cmd(
     last = None
     for r in report.ledger.to_pylist():
         group = "whole model" if r["scope"] == "model" else (r["template"] or "outside stacks")
-        fmt_value = _formatter(r["unit"], main)
+        fmt_value = _formatter(r["unit"])
         layers = "" if r["layers_old"] is None and r["layers_new"] is None else _arrow(r["layers_old"], r["layers_new"])
         delta = r["delta"]
         style = "green" if delta < 0 else ("red" if delta > 0 else "")
@@ -267,12 +259,12 @@ def _arrow(a, b) -> str:
     return str(a) if a == b else f"{a if a is not None else '—'} → {b if b is not None else '—'}"
 
 
-def _formatter(unit: str, main):
+def _formatter(unit: str):
     if unit == "s":
         return _ms
     if "bytes" in unit:
-        return main.human_bytes
-    return main.human
+        return human_bytes
+    return human
 
 
 # ---------------------------------------------------------------------------- diff
@@ -298,7 +290,7 @@ def diff_cmd(a, b, phase, max_rows, fmt, output) -> None:
     if fmt != "table":
         _rows_out(result.table, fmt, output)
         return
-    render(result, _main()._console(), max_rows=max_rows)
+    render(result, console(), max_rows=max_rows)
 
 
 # ---------------------------------------------------------------------------- audit
@@ -338,7 +330,7 @@ def audit_cmd(baseline, candidate, changed_field, budgets, evidence, context, dt
         payload = {name: table.to_pylist() for name, table in tables.items()}
         click.echo(json.dumps(payload, indent=2, default=str))
         return
-    render(card, _main()._console())
+    render(card, console())
 
 
 COMMANDS = (compare_cmd, edit_cmd, diff_cmd, audit_cmd)

@@ -168,7 +168,7 @@ def _origin_template(ref: ComponentRef, spec, library) -> tuple[str | None, dict
 
 def build_probe(ref: ComponentRef, slot: str, contract: Contract, out_dir: Path, library) -> Probe:
     """Write (and check) the probe model of one component reference."""
-    from archsql.schema.validate import config_path
+    from archsql.evaluator.bind import config_path
 
     sites = _slot_sites(slot, library)
     comp = require_component(ref.component, library, ref.label)

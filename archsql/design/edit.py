@@ -218,8 +218,8 @@ def _template_yaml(spec, template: str, fills: dict[str, SlotFill]) -> dict[str,
 
 def _donor_values(donor: str, library) -> dict[str, tuple[int, str]]:
     """The donor model's dims bound against its own config: dim -> (value, binding)."""
+    from archsql.evaluator.bind import bind_dims, load_config
     from archsql.schema.checks import Collector
-    from archsql.schema.validate import bind_dims, load_config
 
     spec = library.model(donor)
     col = Collector(spec.file)

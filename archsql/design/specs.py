@@ -92,9 +92,9 @@ def dim_usage(path: Path, library) -> DimUsage:
     """Bind the spec's dims and expand it in every phase with the engine; collect the dims
     its nodes, stack repeats and schedule slices read, with where.  Problems other than
     unbound dims are the engine's located :class:`SpecError`."""
+    from archsql.evaluator.bind import bind_dims, load_config
     from archsql.evaluator.expand import expand
     from archsql.schema.expr import RUNTIME_SYMBOLS, expr_names
-    from archsql.schema.validate import bind_dims, load_config
 
     spec, col = parse_model(path)
     if spec is None or col.issues:

@@ -1,7 +1,7 @@
 """The evaluator: model spec → SpecIR → Program → Analysis tables, evaluated once.
 
 Passes, in order (each a module named by its verb): ``bind`` the model's dims from its
-config (``archsql.schema.validate.bind_dims``), ``expand`` the spec per phase into a
+config (``archsql.evaluator.bind.bind_dims``), ``expand`` the spec per phase into a
 Program, ``walk`` it to infer shapes and per-node quantities, then build the tables.
 All issues of a model are collected and raised together as one located error.
 """
@@ -12,18 +12,13 @@ from pathlib import Path
 
 from archsql.errors import EvaluationError, ShapeError, SpecError
 from archsql.evaluator.analysis import Analysis, build_tables
+from archsql.evaluator.bind import bind_dims, config_path, load_config
 from archsql.evaluator.expand import expand, stack_stream_names
 from archsql.evaluator.walk import walk
+from archsql.schema.checks import add_issue
+from archsql.schema.crossref import check_graph, check_nodes
 from archsql.schema.spec import Where, parse_model
 from archsql.schema.tables import PHASES
-from archsql.schema.validate import (
-    _add,
-    bind_dims,
-    check_graph,
-    check_nodes,
-    config_path,
-    load_config,
-)
 
 
 def evaluate(model: str | Path, library=None) -> Analysis:
@@ -47,7 +42,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     for slot, fill in [*spec.components.items(), *((s, f) for t in spec.templates.values() for s, f in t.items())]:
         if fill.component not in library.component_files:
             message, hint = unknown_name("component", fill.component, library.component_files)
-            _add(col, fill.where, f"{slot}: {message}", hint=hint)
+            add_issue(col, fill.where, f"{slot}: {message}", hint=hint)
     check_graph(
         col,
         spec.graph,
@@ -78,7 +73,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         raise EvaluationError(f"{spec.file}: cannot evaluate model '{spec.name}': {exc}") from exc
     analysis = Analysis(spec.name, dims, walks, tables)
     # bind_storage: how each weight is stored (quant_context, config quantization); its rule
-    # problems are the packing guard's (archsql.validate), so only the table is kept here
+    # problems are the packing guard's (archsql.publish_check), so only the table is kept here
     import pyarrow as pa
 
     from archsql.evaluator.storage import NATIVE, bind_storage
@@ -119,7 +114,7 @@ def _check_unused_dims(col, spec, programs, library) -> None:
     for dim in sorted(used - set(spec.dims) - set(RUNTIME_SYMBOLS)):
         if dim in library.dims:
             at = ", ".join(sorted(set(sites.get(dim, [])))[:3])
-            _add(
+            add_issue(
                 col,
                 Where(dims_where.file, dims_where.line, dims_where.column, "$.dims"),
                 f"dim '{dim}' is used but not bound by model '{spec.name}'" + (f" (used at {at})" if at else ""),
@@ -127,7 +122,7 @@ def _check_unused_dims(col, spec, programs, library) -> None:
             )
     for dim in spec.dims:
         if dim in library.dims and dim not in used and library.dims[dim]["kind"] != "context":
-            _add(
+            add_issue(
                 col,
                 spec.dims_where[dim],
                 f"dim '{dim}' is bound but no node of model '{spec.name}' uses it",

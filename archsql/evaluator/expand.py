@@ -28,9 +28,10 @@ import sympy
 
 from archsql.errors import Issue, did_you_mean, unknown_name
 from archsql.schema.checks import Collector, type_name
-from archsql.schema.expr import ExprSyntaxError, parse_dim_expr, substitute_dims
+from archsql.schema.checks import add_issue as _add
+from archsql.schema.crossref import check_graph
+from archsql.schema.expr import ExprSyntaxError, dim_symbols, parse_dim_expr, substitute_dims
 from archsql.schema.spec import CacheEntry, ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, StreamSpec, Where
-from archsql.schema.validate import _add, check_graph, dim_symbols
 from archsql.schema.yamlsrc import LocList
 
 

@@ -11,7 +11,7 @@ totals and reconciliation against a checkpoint are views.
 
 Rule problems that do not stop the evaluation — a pattern that matches no tensor, a shape
 formula that is not a whole number, no storage dtype — are returned as issues for the
-packing guard of :func:`archsql.validate.validate`; a malformed ``quant_context`` or
+packing guard of :func:`archsql.publish_check.validate`; a malformed ``quant_context`` or
 ``buffers`` key is a :class:`~archsql.errors.SpecError`.
 """
 
@@ -62,7 +62,7 @@ class StorageBinding:
 def bind_storage(analysis, library=None, *, profile: str | None = None, config: dict | None = None) -> StorageBinding:
     """The ``storage_tensors`` rows of an evaluated model (``profile``: a precision profile of
     ``archsql/specs/quant/profiles/`` instead of the checkpoint's own storage)."""
-    from archsql.schema.validate import config_path, load_config
+    from archsql.evaluator.bind import config_path, load_config
     from archsql.specs import default_library
 
     library = library or default_library()

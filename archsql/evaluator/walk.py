@@ -17,9 +17,8 @@ from archsql.evaluator.dimmap import Axis
 from archsql.evaluator.expand import IRNode, Program, Ref
 from archsql.evaluator.factors import chunk_len
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, WeightDecl, get_primitive
-from archsql.schema.checks import Collector
-from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
-from archsql.schema.validate import _add, dim_symbols
+from archsql.schema.checks import Collector, add_issue
+from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, dim_symbols, parse_dim_expr
 from archsql.schema.weight_axes import check_weight_axes
 
 # token ids, the per-token position / segment ids an encoder embeds (BERT), and a request's
@@ -229,7 +228,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
         try:
             expr = parse_dim_expr(raw, symbols)
         except ExprSyntaxError as exc:
-            _add(col, where, str(exc))
+            add_issue(col, where, str(exc))
             return None
         value = expr.xreplace(binding)
         missing = [str(s) for s in value.free_symbols if str(s) not in RUNTIME_SYMBOLS]
@@ -243,7 +242,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
         if ref.kind == "input":
             axes = MODEL_INPUT_SHAPES.get(ref.name)
             if axes is None:
-                _add(
+                add_issue(
                     col,
                     node.where,
                     f"model input '{ref.name}' has no known shape",
@@ -277,7 +276,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
         flat = [sh for shapes in per_layer for sh in shapes]
         lengths = {len(shapes) for shapes in per_layer}
         if not flat or len(lengths) != 1:  # pragma: no cover - expand checks readers and groups lengths
-            _add(col, spec.where, f"stream '{spec.name}': node '{node.uid}' reads archives of lengths {lengths}")
+            add_issue(col, spec.where, f"stream '{spec.name}': node '{node.uid}' reads archives of lengths {lengths}")
             return None
         n = lengths.pop()
         first = flat[0]
@@ -290,7 +289,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             if not same_rank or any(
                 a.value != b.value for k, (a, b) in enumerate(zip(first, other, strict=True)) if k != join
             ):
-                _add(
+                add_issue(
                     col,
                     spec.where,
                     f"stream '{spec.name}' holds values of different shapes across layers",
@@ -305,12 +304,12 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             lead = sum(1 for a in first if a.runtime)
             pos = lead if spec.axis is None else (spec.axis if spec.axis >= 0 else len(first) + 1 + spec.axis)
             if not 0 <= pos <= len(first):
-                _add(col, spec.keys_where.get("axis", spec.where), f"stream '{spec.name}': no axis {spec.axis}")
+                add_issue(col, spec.keys_where.get("axis", spec.where), f"stream '{spec.name}': no axis {spec.axis}")
                 return None
             history = Axis(str(n), sympy.Integer(n), sympy.Integer(n))
             return [*first[:pos], history, *first[pos:]]
         if not 0 <= join < len(first) or first[join].runtime:
-            _add(
+            add_issue(
                 col,
                 spec.keys_where.get("axis", spec.where),
                 f"stream '{spec.name}' (read: concat) joins along axis {spec.axis if spec.axis is not None else -1}",
@@ -344,7 +343,7 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             if res is None:
                 return None
             if [a.value for a in res.shape] != [a.value for a in shape_in]:
-                _add(
+                add_issue(
                     col,
                     st.spec.where,
                     f"the carried stream '{st.stream}' changes shape across a layer of template '{template}'",

@@ -71,14 +71,38 @@ POSITIVE = (  # a figure that is given must be > 0 (zero bandwidth or peak is a 
     "scaleout_nic_per_gpu_Gbps",
     "tdp_w",
 )
+# GPU facts as published (archsql/gpus/gpus.csv, with per-row sources and disagreement
+# flags); dense peaks in TFLOP/s, HBM in TB/s, scale-up links in GB/s.
+GPU_SCHEMA = pa.schema(
+    [
+        ("gpu", pa.string()),
+        ("vendor", pa.string()),
+        ("form_factor", pa.string()),
+        ("memory_capacity", pa.float64()),
+        ("memory_capacity_unit", pa.string()),
+        ("memory_type", pa.string()),
+        ("mem_bandwidth_TBps", pa.float64()),
+        ("bf16_fp16_dense_tflops", pa.float64()),
+        ("fp8_dense_tflops", pa.float64()),
+        ("fp4_dense_tflops", pa.float64()),
+        ("int8_dense_tops", pa.float64()),
+        ("tf32_dense_tflops", pa.float64()),
+        ("scaleup_interconnect", pa.string()),
+        ("scaleup_bw_GBps", pa.float64()),
+        ("scaleup_bw_direction", pa.string()),
+        ("scaleup_domain_gpus", pa.float64()),
+        ("scaleout_nic_per_gpu_Gbps", pa.float64()),
+        ("tdp_w", pa.float64()),
+        ("sources", pa.string()),
+        ("flags", pa.string()),
+    ]
+)
 _SOURCE_ROW = re.compile(r"^\|\s*(S\d+)\s*\|", re.MULTILINE)
 
 
 def gpu_schema() -> pa.Schema:
     """The ``gpus`` parameter-table schema (the store's contract)."""
-    from archsql.schema.tables import PARAMETER_TABLES
-
-    return PARAMETER_TABLES["gpus"]
+    return GPU_SCHEMA
 
 
 def load_gpus(path: str | Path | None = None, sources: str | Path | None = None) -> pa.Table:

@@ -10,6 +10,14 @@
 Measured kernel rows arrive here too with the kernel corpus.
 """
 
-from archsql.ingest.checkpoint import read_checkpoint
-
 __all__ = ["read_checkpoint"]
+
+
+def __getattr__(name: str):
+    # read_checkpoint pulls in huggingface_hub: imported on first use, so that the leaf
+    # ``ingest.tables`` (the checkpoint table schemas) stays cheap to import
+    if name == "read_checkpoint":
+        from archsql.ingest.checkpoint import read_checkpoint
+
+        return read_checkpoint
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,7 +36,7 @@ from archsql.ingest.safetensors_headers import (
     read_safetensors_file,
     read_shard_set,
 )
-from archsql.schema.tables import CHECKPOINT_TABLES
+from archsql.ingest.tables import CHECKPOINT_TABLES
 
 SCHEMA = CHECKPOINT_TABLES["checkpoint_tensors"]
 

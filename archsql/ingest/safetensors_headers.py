@@ -26,33 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archsql.dtypes import DTYPE_BITS
 from archsql.errors import CheckpointError, Issue, did_you_mean
 
-# Bits per element of every dtype the safetensors format knows (``Dtype::bitsize`` in tensor.rs).
-DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "F8_E4M3FNUZ": 8,
-    "F8_E5M2FNUZ": 8,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "C64": 64,
-    "F64": 64,
-    "I64": 64,
-    "U64": 64,
-}
 MAX_HEADER_BYTES = 100_000_000  # MAX_HEADER_SIZE in tensor.rs
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"

@@ -34,10 +34,14 @@ of ``kernel_signatures`` (per-device shapes read through the layouts) with the c
 ``dtype, weight_dtype, m, n, k``); ``step_measured`` sums it per step (docs/kernel_corpus.md).
 """
 
+from archsql import api
 from archsql.kernel_corpus.aiconfigurator import import_aiconfigurator
 from archsql.kernel_corpus.files import import_files
 from archsql.kernel_corpus.ingest import CorpusWriter, IngestReport, Source
 from archsql.kernel_corpus.storage import corpus_dir, open_corpus, sync
+
+# the kernel_corpus view reads its Parquet partitions: read-only queries admit that folder
+api.register_readable_dir(corpus_dir)
 
 __all__ = [
     "CorpusWriter",

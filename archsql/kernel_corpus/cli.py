@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from archsql.errors import CorpusError
+from archsql.output import check_format, console, emit, plural
 
 _REJECTS_OPTION = click.option(
     "--rejects",
@@ -27,8 +28,6 @@ def _print_providers(run) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from archsql.cli import _console
-
     table = Table(title="providers", header_style="bold")
     for name in ("provider", "version", "status", "measured", "failed checks", "reason"):
         table.add_column(name)
@@ -37,7 +36,7 @@ def _print_providers(run) -> None:
         status = "used" if p.used and p.measured else ("no shape measured" if p.used else "skipped")
         reason = p.reason or "; ".join(f"{why} (×{n})" for (name, why), n in skipped.items() if name == p.name)
         table.add_row(p.name, p.version or "", status, str(p.measured), str(p.failed), Text(reason or ""))
-    _console().print(table)
+    console().print(table)
 
 
 @click.group()
@@ -97,11 +96,9 @@ def _print_report(report) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from archsql.cli import _console, _plural
-
-    out, err = _console(), _console(stderr=True)
+    out, err = console(), console(stderr=True)
     imported, skipped = report.imported, report.skipped
-    table = Table(title=f"{_plural(len(imported), 'source')} imported into {report.db}", header_style="bold")
+    table = Table(title=f"{plural(len(imported), 'source')} imported into {report.db}", header_style="bold")
     for name in ("rows read", "kept", "rejected", "already present"):
         table.add_column(name, justify="right")
     table.add_row(
@@ -109,7 +106,7 @@ def _print_report(report) -> None:
     )
     out.print(table)
     if skipped:
-        out.print(f"{_plural(len(skipped), 'source')} skipped: already imported (same content)")
+        out.print(f"{plural(len(skipped), 'source')} skipped: already imported (same content)")
     if report.unmapped:
         out.print(f"tables without a mapping (not imported): {', '.join(report.unmapped)}")
     if report.reasons:
@@ -138,12 +135,11 @@ def _print_report(report) -> None:
 def summary(db: Path, fmt: str, output: Path | None) -> None:
     """Measurements per GPU × op family × library × version (the view kernel_corpus_summary)."""
     from archsql import api
-    from archsql.cli import _check_format, _emit
     from archsql.kernel_corpus.storage import connect_read_only
 
     connect_read_only(db).close()  # a store without a corpus says so
-    _check_format(fmt, output)
-    _emit(
+    check_format(fmt, output)
+    emit(
         api.query("select * from kernel_corpus_summary order by gpu, op_family, library, library_version", db=db),
         fmt,
         output,
@@ -154,12 +150,11 @@ def summary(db: Path, fmt: str, output: Path | None) -> None:
 @click.pass_obj
 def sync(db: Path) -> None:
     """Register partition files of the corpus folder that the store does not know."""
-    from archsql.cli import _console
     from archsql.kernel_corpus.storage import corpus_dir
     from archsql.kernel_corpus.storage import sync as do_sync
 
     counts = do_sync(db)
-    _console().print(f"{counts['sources']} sources in {counts['files']} files registered from {corpus_dir(db)}")
+    console().print(f"{counts['sources']} sources in {counts['files']} files registered from {corpus_dir(db)}")
 
 
 # the columns `corpus vs-sol` prints as a table (every column with --format csv/json/parquet)
@@ -195,16 +190,15 @@ def vs_sol(
 ) -> None:
     """Measured kernel times next to speed of light for MODEL on a deployment (the views
     measured_vs_sol and step_measured): exact signature matches, SOL where none."""
-    from archsql.cli import _check_format, _emit
     from archsql.kernel_corpus.measured import measured_vs_sol
 
     if envelope == (framework is not None):
         raise click.UsageError("choose a policy: --framework NAME (its own newest kernels) or --envelope")
-    _check_format(fmt, output)
+    check_format(fmt, output)
     table = measured_vs_sol(db, model, deployment=deployment, workloads=workloads, framework=framework, step=step)
     if fmt == "table":
         table = table.select(list(_VS_SOL_COLUMNS[step]))
-    _emit(table, fmt, output)
+    emit(table, fmt, output)
 
 
 @click.command()
@@ -256,7 +250,6 @@ def bench(
     """
     from rich.table import Table
 
-    from archsql.cli import _console
     from archsql.kernel_corpus import harness
 
     if tiny == (model is not None):
@@ -271,14 +264,14 @@ def bench(
         shapes = planned.shapes
         title = f"{model}, {workload_name} on {deployment}: {len(shapes)} unique shapes per device"
         if planned.unplanned:
-            _console(stderr=True).print(
+            console(stderr=True).print(
                 "not planned (no kernel op kind): " + ", ".join(f"{op} ×{n}" for op, n in planned.unplanned.items())
             )
         if not plan_only:
             shapes, skipped = _measurable(shapes)
             if skipped:
-                _console(stderr=True).print("not measured here: " + "; ".join(skipped))
-    out = _console()
+                console(stderr=True).print("not measured here: " + "; ".join(skipped))
+    out = console()
     if plan_only:
         table = Table(title=title, header_style="bold")
         for name in ("op kind", "phase", "shape", "launches / step"):
@@ -314,7 +307,7 @@ def bench(
             + (f"; {r.total('rows_rejected')} rejected" if r.total("rows_rejected") else "")
         )
         for rejection in r.sample:
-            _console(stderr=True).print(rejection.render(), markup=False)
+            console(stderr=True).print(rejection.render(), markup=False)
 
 
 def _measurable(shapes: list) -> tuple[list, list[str]]:

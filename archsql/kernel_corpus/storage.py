@@ -13,7 +13,8 @@ and never rewritten: the folder is the append-only record.  ``schema/kernel_corp
 In the store, ``kernel_corpus`` is a view over ``read_parquet('<folder>/*/*.parquet')``
 (the absolute path of the folder; :func:`open_corpus` re-points it), so every DuckDB client
 sees the measurements without a second copy; ``archsql sql`` reads them because
-:func:`allow_corpus_reads` admits that one folder to an otherwise file-less connection.
+The package registers :func:`corpus_dir` with :func:`archsql.api.register_readable_dir`, which
+admits that one folder to an otherwise file-less query connection.
 The import bookkeeping — ``kernel_corpus_sources`` (one row per source version: where it
 came from, its partition file, rows read / kept / rejected / already present, versions)
 and ``kernel_corpus_rejects`` (every problem of every rejected row) — are tables of the
@@ -83,13 +84,6 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
-
-
-def allow_corpus_reads(con: duckdb.DuckDBPyConnection, db: str | Path) -> None:
-    """Admit the corpus folder of ``db`` to a connection that is about to disable file
-    access (``set enable_external_access = false``), so the ``kernel_corpus`` view reads."""
-    folder = str(corpus_dir(db)).replace("'", "''")
-    con.execute(f"set allowed_directories = ['{folder}/']")
 
 
 def connect_read_only(db: str | Path) -> duckdb.DuckDBPyConnection:

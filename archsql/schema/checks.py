@@ -9,6 +9,12 @@ from archsql.errors import Issue, did_you_mean
 from archsql.schema.yamlsrc import LocDict, LocList
 
 
+def add_issue(col: Collector, where: Any, message: str, **kw) -> None:
+    """Add an issue located at ``where`` (a :class:`~archsql.schema.spec.Where`: file, line,
+    column, path) to ``col``; ``kw``: expected, got, hint."""
+    col.issues.append(Issue(message, file=where.file, line=where.line, column=where.column, path=where.path, **kw))
+
+
 class Collector:
     """Collects issues of one file; ``raise_if_any`` raises them all at once."""
 

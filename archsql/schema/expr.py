@@ -27,6 +27,14 @@ RUNTIME_SYMBOLS: dict[str, sympy.Symbol] = {
     name: sympy.Symbol(name, positive=True, integer=True) for name in ("B", "s", "c", "v")
 }
 
+
+def dim_symbols(dims_table: Mapping[str, dict]) -> dict[str, sympy.Symbol]:
+    """A positive-integer symbol per declared dim, and the runtime symbols."""
+    syms = {name: sympy.Symbol(name, positive=True, integer=True) for name in dims_table}
+    syms.update(RUNTIME_SYMBOLS)
+    return syms
+
+
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,

@@ -2,7 +2,7 @@
 
 Parsing is closed and collects every issue of a file before raising one SpecError.
 Cross-file references (components used by a model, ops, dims, roles) are checked by
-``archsql.schema.validate``.
+``archsql.schema.crossref``.
 """
 
 from __future__ import annotations

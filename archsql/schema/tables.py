@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from archsql.gpus.table import GPU_SCHEMA
+from archsql.ingest.tables import CHECKPOINT_TABLES
+
 PHASES = ("prefill", "decode")
 
 TABLES: dict[str, pa.Schema] = {
@@ -287,32 +290,7 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
         ]
     ),
     "dtypes": pa.schema([("dtype", pa.string()), ("bytes", pa.float64()), ("description", pa.string())]),
-    # GPU facts as published (archsql/gpus/gpus.csv, with per-row sources and disagreement
-    # flags); dense peaks in TFLOP/s, HBM in TB/s, scale-up links in GB/s.
-    "gpus": pa.schema(
-        [
-            ("gpu", pa.string()),
-            ("vendor", pa.string()),
-            ("form_factor", pa.string()),
-            ("memory_capacity", pa.float64()),
-            ("memory_capacity_unit", pa.string()),
-            ("memory_type", pa.string()),
-            ("mem_bandwidth_TBps", pa.float64()),
-            ("bf16_fp16_dense_tflops", pa.float64()),
-            ("fp8_dense_tflops", pa.float64()),
-            ("fp4_dense_tflops", pa.float64()),
-            ("int8_dense_tops", pa.float64()),
-            ("tf32_dense_tflops", pa.float64()),
-            ("scaleup_interconnect", pa.string()),
-            ("scaleup_bw_GBps", pa.float64()),
-            ("scaleup_bw_direction", pa.string()),
-            ("scaleup_domain_gpus", pa.float64()),
-            ("scaleout_nic_per_gpu_Gbps", pa.float64()),
-            ("tdp_w", pa.float64()),
-            ("sources", pa.string()),
-            ("flags", pa.string()),
-        ]
-    ),
+    "gpus": GPU_SCHEMA,
     # how a model is laid out on GPUs.  Attention layers run tp × cp × dp (tensor × context
     # × data parallel over requests) per pipeline stage; MoE layers run ep × moe_tp on the
     # same GPUs.
@@ -339,7 +317,7 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("weight_profile", pa.string()),
         ]
     ),
-    # bits per element of every stored dtype (safetensors names; ingest.safetensors_headers.DTYPE_BITS)
+    # bits per element of every stored dtype (safetensors names; archsql.dtypes.DTYPE_BITS)
     "storage_dtypes": pa.schema([("dtype", pa.string()), ("bits", pa.int64()), ("description", pa.string())]),
     # multimodal wrapper prefixes of tensor names → canonical prefix (specs/checkpoint_prefixes.yaml)
     "checkpoint_prefixes": pa.schema(
@@ -348,26 +326,9 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
 }
 
 
-# Checkpoint facts, read from file headers (never weight bytes).  Keyed by checkpoint id
-# (a local path, or ``hub:<repo>@<revision>``); one row per tensor of every shard.
-CHECKPOINT_TABLES: dict[str, pa.Schema] = {
-    "checkpoint_tensors": pa.schema(
-        [
-            ("checkpoint", pa.string()),  # id of the checkpoint (path or hub:repo@revision)
-            ("format", pa.string()),  # safetensors | gguf
-            ("file", pa.string()),  # shard file name, relative to the checkpoint
-            ("name", pa.string()),  # tensor name as stored
-            ("dtype", pa.string()),  # stored dtype as the format spells it (BF16, F8_E4M3, U8, Q4_K, ...)
-            ("shape", pa.list_(pa.int64())),  # row-major shape ([out, in] for a linear)
-            ("offset_begin", pa.int64()),  # byte offset of the data, relative to the data section
-            ("offset_end", pa.int64()),  # exclusive; bytes = offset_end - offset_begin (a view)
-        ]
-    ),
-    # which model (and storage profile) a checkpoint is reconciled against
-    "checkpoints": pa.schema([("checkpoint", pa.string()), ("model", pa.string()), ("profile", pa.string())]),
-}
-
-
 def empty(name: str) -> pa.Table:
     schema = TABLES.get(name) or PARAMETER_TABLES[name]
     return schema.empty_table()
+
+
+__all__ = ["CHECKPOINT_TABLES", "PARAMETER_TABLES", "PHASES", "TABLES", "empty"]

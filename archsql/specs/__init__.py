@@ -12,6 +12,7 @@ from pathlib import Path
 
 from archsql.errors import Issue, SpecError, unknown_name
 from archsql.schema.checks import Collector
+from archsql.schema.crossref import check_component
 from archsql.schema.spec import (
     ComponentSpec,
     ModelSpec,
@@ -39,8 +40,6 @@ class Library:
     def component(self, name: str) -> ComponentSpec:
         """A validated component (parsed and checked on first use)."""
         if name not in self._components:
-            from archsql.schema.validate import check_component
-
             if name not in self.component_files:
                 message, hint = unknown_name("component", name, self.component_files)
                 raise SpecError(issues=[Issue(message, hint=hint)])

@@ -19,9 +19,9 @@ from archsql.evaluator.primitives.base import (
     Param,
     Primitive,
     WeightDecl,
-    _fmt,
     expect_axis,
     expect_rank,
+    fmt_shape,
     numel,
 )
 from archsql.schema.expr import RUNTIME_SYMBOLS
@@ -104,7 +104,7 @@ def _pairs(ctx: Ctx) -> sympy.Expr:
     return attended_pairs(ctx.flag("causal"), _window(ctx), _chunk(ctx))
 
 
-def _context_axis():
+def context_axis():
     return Axis(CONTEXT_AXIS_NAME, C, C)
 
 
@@ -129,7 +129,7 @@ class Rope(Primitive):
 
     def check(self, ctx: Ctx) -> None:
         if len(ctx.ins[0]) < 2:
-            raise NodeShapeError("rope needs [..., heads, d_head]", expected="rank >= 2", got=_fmt(ctx.ins[0]))
+            raise NodeShapeError("rope needs [..., heads, d_head]", expected="rank >= 2", got=fmt_shape(ctx.ins[0]))
 
     def dimmap(self, ctx: Ctx):
         return keep(0, len(ctx.ins[0]))
@@ -165,7 +165,7 @@ class AttentionScore(Primitive):
         _check_heads(ctx)
 
     def dimmap(self, ctx: Ctx):
-        return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), NewDim(_context_axis()))
+        return (InputDim(0, 0), InputDim(0, 2), InputDim(0, 1), NewDim(context_axis()))
 
     def io(self, ctx: Ctx):
         """Flash-attention traffic: queries read; the scores stay on chip (softmax and apply

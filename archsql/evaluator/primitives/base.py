@@ -19,6 +19,7 @@ import sympy
 
 from archsql.errors import unknown_name
 from archsql.evaluator.dimmap import Axis, DimMap, apply_dimmap
+from archsql.schema.ops import register_ops
 
 SHAPE_KINDS = (
     "preserve",
@@ -213,6 +214,9 @@ def registry() -> dict[str, type[Primitive]]:
     return _REGISTRY
 
 
+register_ops(registry)  # the spec checks and quant schemes below read the ops through this hook
+
+
 def get_primitive(name: str) -> type[Primitive]:
     reg = registry()
     if name not in reg:
@@ -228,7 +232,7 @@ def expect_axis(ctx: Ctx, port: int, axis: int, want: Axis, what: str) -> None:
         raise NodeShapeError(
             f"input {port} has rank {len(shape)}, no axis {axis} for {what}",
             expected=f"rank > {axis if axis >= 0 else -axis - 1}",
-            got=_fmt(shape),
+            got=fmt_shape(shape),
         )
     got = shape[axis]
     if sympy.simplify(got.value - want.value) != 0:
@@ -246,9 +250,9 @@ def expect_rank(ctx: Ctx, port: int, rank: int, what: str) -> None:
         raise NodeShapeError(
             f"{what}: input {port} must have rank {rank}",
             expected=f"rank {rank}",
-            got=f"rank {len(shape)} {_fmt(shape)}",
+            got=f"rank {len(shape)} {fmt_shape(shape)}",
         )
 
 
-def _fmt(shape: Sequence[Axis]) -> str:
+def fmt_shape(shape: Sequence[Axis]) -> str:
     return "[" + ", ".join(f"{a.label}" for a in shape) + "]"

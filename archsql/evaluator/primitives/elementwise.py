@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 
 from archsql.evaluator.dimmap import InputDim, NewDim, keep
-from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, _fmt, numel
+from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, fmt_shape, numel
 
 
 class _Unary(Primitive):
@@ -59,8 +59,8 @@ class _Binary(Primitive):
         if not same:
             raise NodeShapeError(
                 f"{self.name} needs two inputs of the same shape (the second may have size-1 axes)",
-                expected=_fmt(a),
-                got=_fmt(b),
+                expected=fmt_shape(a),
+                got=fmt_shape(b),
                 hint="an input comes from the wrong node, or a dim is bound differently on the two paths",
             )
 
@@ -136,7 +136,7 @@ class ReduceSum(Primitive):
         if axis is None or not -rank <= axis < rank or ctx.ins[0][axis].runtime:
             raise NodeShapeError(
                 "reduce_sum sums one model-dim axis of its input",
-                expected=f"axis: [i] naming a model-dim axis of {_fmt(ctx.ins[0])}",
+                expected=f"axis: [i] naming a model-dim axis of {fmt_shape(ctx.ins[0])}",
                 got=str(ctx.dims["axis"]),
             )
         return axis % rank

@@ -27,9 +27,9 @@ from archsql.evaluator.primitives.base import (
     Param,
     Primitive,
     WeightDecl,
-    _fmt,
     expect_axis,
     expect_rank,
+    fmt_shape,
     numel,
 )
 
@@ -118,7 +118,7 @@ class ScanState(Primitive):
     def check(self, ctx: Ctx) -> None:
         if len(ctx.ins[0]) < 2:
             raise NodeShapeError(
-                "scan_state reads a scan output [B, s, ...]", expected="rank >= 2", got=_fmt(ctx.ins[0])
+                "scan_state reads a scan output [B, s, ...]", expected="rank >= 2", got=fmt_shape(ctx.ins[0])
             )
 
     def dimmap(self, ctx: Ctx):
@@ -306,7 +306,7 @@ class RmsnormGated(Primitive):
         a, b = ctx.ins
         if len(a) != len(b) or any(sympy.simplify(x.value - y.value) != 0 for x, y in zip(a, b, strict=True)):
             raise NodeShapeError(
-                "rmsnorm_gated needs x and the gate z of the same shape", expected=_fmt(a), got=_fmt(b)
+                "rmsnorm_gated needs x and the gate z of the same shape", expected=fmt_shape(a), got=fmt_shape(b)
             )
         d, g = ctx.dim("d").value, ctx.dim("groups").value
         if d.is_number and g.is_number and d % g != 0:

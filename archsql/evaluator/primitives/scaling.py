@@ -19,8 +19,8 @@ from archsql.evaluator.primitives.base import (
     Param,
     Primitive,
     WeightDecl,
-    _fmt,
     expect_rank,
+    fmt_shape,
     numel,
 )
 
@@ -41,7 +41,7 @@ class ChannelScale(Primitive):
             raise NodeShapeError(
                 "channel_scale multiplies the last axis by a learned vector of its size (or by one scalar)",
                 expected=f"d = {last.label} = {last.value}, or d: 1",
-                got=f"d = {d.label} = {d.value} on {_fmt(ctx.ins[0])}",
+                got=f"d = {d.label} = {d.value} on {fmt_shape(ctx.ins[0])}",
             )
 
     def dimmap(self, ctx: Ctx):

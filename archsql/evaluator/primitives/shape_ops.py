@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 
 from archsql.evaluator.dimmap import Axis, Flatten, InputDim, NewDim, Part, Split, keep
-from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, _fmt
+from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, fmt_shape
 
 
 class _View(Primitive):
@@ -52,7 +52,7 @@ class MergeHeads(_View):
 
     def check(self, ctx: Ctx) -> None:
         if len(ctx.ins[0]) < 2:
-            raise NodeShapeError("merge_heads needs [..., heads, d]", expected="rank >= 2", got=_fmt(ctx.ins[0]))
+            raise NodeShapeError("merge_heads needs [..., heads, d]", expected="rank >= 2", got=fmt_shape(ctx.ins[0]))
 
     def dimmap(self, ctx: Ctx):
         rank = len(ctx.ins[0])
@@ -122,13 +122,13 @@ class Concat(_View):
     def check(self, ctx: Ctx) -> None:
         ranks = {len(s) for s in ctx.ins}
         if len(ranks) != 1:
-            raise NodeShapeError("concat inputs must have the same rank", got=", ".join(_fmt(s) for s in ctx.ins))
+            raise NodeShapeError("concat inputs must have the same rank", got=", ".join(fmt_shape(s) for s in ctx.ins))
         for axis in range(len(ctx.ins[0]) - 1):
             sizes = {a[axis].value for a in ctx.ins} - {sympy.Integer(1)}
             if len(sizes) > 1:
                 raise NodeShapeError(
                     f"concat inputs differ on axis {axis} (only size-1 axes broadcast)",
-                    got=", ".join(_fmt(s) for s in ctx.ins),
+                    got=", ".join(fmt_shape(s) for s in ctx.ins),
                 )
 
     def dimmap(self, ctx: Ctx):
@@ -154,7 +154,7 @@ class FirstToken(Primitive):
 
     def check(self, ctx: Ctx) -> None:
         if len(ctx.ins[0]) < 3:
-            raise NodeShapeError("first_token needs [B, s, ...]", expected="rank >= 3", got=_fmt(ctx.ins[0]))
+            raise NodeShapeError("first_token needs [B, s, ...]", expected="rank >= 3", got=fmt_shape(ctx.ins[0]))
 
     def dimmap(self, ctx: Ctx):
         return (InputDim(0, 0), *(InputDim(0, i) for i in range(2, len(ctx.ins[0]))))

@@ -24,8 +24,8 @@ from archsql.evaluator.primitives.attention import (
     AttentionApply,
     AttentionScore,
     Softmax,
-    _context_axis,
     attended_pairs,
+    context_axis,
 )
 from archsql.evaluator.primitives.base import Ctx, Param, Primitive, expect_axis, expect_rank, numel
 from archsql.schema.expr import RUNTIME_SYMBOLS
@@ -67,7 +67,7 @@ class IndexerLogits(Primitive):
         expect_axis(ctx, 2, 2, ctx.dim("heads"), "indexer head weights")
 
     def dimmap(self, ctx: Ctx):
-        return (InputDim(0, 0), InputDim(0, 1), NewDim(_context_axis()))
+        return (InputDim(0, 0), InputDim(0, 1), NewDim(context_axis()))
 
     def io(self, ctx: Ctx):
         """Queries and head weights read, the logits [B, s, c] written; the keys come from

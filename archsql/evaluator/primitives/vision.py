@@ -24,9 +24,9 @@ from archsql.evaluator.primitives.base import (
     Param,
     Primitive,
     WeightDecl,
-    _fmt,
     expect_axis,
     expect_rank,
+    fmt_shape,
     numel,
 )
 
@@ -158,7 +158,7 @@ class ScatterRows(Primitive):
             raise NodeShapeError(
                 "scatter_rows writes rows of the sequence's width into it",
                 expected=f"rows [{seq[0].label}, n, {seq[2].label}]",
-                got=_fmt(rows),
+                got=fmt_shape(rows),
             )
 
     def dimmap(self, ctx: Ctx):

@@ -1,4 +1,5 @@
-"""validate(): may this spec be published?  A list of structured errors, empty when it may.
+"""The publish check: ``validate()`` says whether a spec may be published — a list of
+:class:`Finding` (one reason it may not, per guard), empty when it may.
 
 Guards (design §10) implemented here:
 
@@ -45,7 +46,7 @@ MAX_HINTS = 50  # closest-name hints are computed for the first unclaimed/missin
 
 
 @dataclass(frozen=True)
-class ValidationError:
+class Finding:
     """One reason a spec is not publishable."""
 
     guard: str  # analysis | shape | packing | weight
@@ -65,11 +66,11 @@ class ValidationError:
         return text
 
 
-def _from_issue(guard: str, issue: Issue) -> ValidationError:
+def _from_issue(guard: str, issue: Issue) -> Finding:
     location = issue.location() if (issue.file or issue.line is not None) else "<spec>"
     if issue.path:
         location = f"{location} {issue.path}"
-    return ValidationError(guard, location, issue.message, issue.expected, issue.got, issue.hint)
+    return Finding(guard, location, issue.message, issue.expected, issue.got, issue.hint)
 
 
 def validate(
@@ -82,7 +83,7 @@ def validate(
     revision: str | None = None,
     endpoint: str | None = None,
     sources: list[str | Path] | None = None,
-) -> list[ValidationError]:
+) -> list[Finding]:
     """Errors of ``model`` (a catalog name or a model .yaml), reconciled against ``checkpoint``
     when given: a local path or Hub repo id (read with :func:`archsql.ingest.read_checkpoint`,
     ``offline`` from the local cache) or an already-read ``checkpoint_tensors`` table.
@@ -94,9 +95,9 @@ def validate(
     try:
         analysis = evaluate(model, library)
     except ShapeError as exc:
-        return [_from_issue("shape", i) for i in exc.issues] or [ValidationError("shape", str(model), str(exc))]
+        return [_from_issue("shape", i) for i in exc.issues] or [Finding("shape", str(model), str(exc))]
     except (SpecError, ConfigError, EvaluationError) as exc:
-        return [_from_issue("analysis", i) for i in exc.issues] or [ValidationError("analysis", str(model), str(exc))]
+        return [_from_issue("analysis", i) for i in exc.issues] or [Finding("analysis", str(model), str(exc))]
     profile = profile or NATIVE
     try:
         binding = bind_storage(analysis, library, profile=profile)
@@ -127,7 +128,7 @@ def validate(
     return errors + reconcile(tables, table, model=analysis.model, profile=profile)
 
 
-def reconcile(tables: dict[str, pa.Table], checkpoint: pa.Table, *, model: str, profile: str) -> list[ValidationError]:
+def reconcile(tables: dict[str, pa.Table], checkpoint: pa.Table, *, model: str, profile: str) -> list[Finding]:
     """The weight, packing and shape errors of one checkpoint against one model's tables, read
     from the store views in a temporary store."""
     from archsql.store import connect, write_checkpoint, write_store
@@ -156,7 +157,7 @@ def reconcile(tables: dict[str, pa.Table], checkpoint: pa.Table, *, model: str, 
             spec_file = con.execute("select spec_file from models where model = ?", [model]).fetchone()[0]
         finally:
             con.close()
-    return _errors(rows, totals, checkpoint_id, spec_file)
+    return reconciliation_findings(rows, totals, checkpoint_id, spec_file)
 
 
 _COLUMNS = (
@@ -185,11 +186,13 @@ def _fmt(dtype, shape) -> str:
     return f"{dtype} {list(shape) if shape is not None else '?'}"
 
 
-def _errors(rows, totals, checkpoint: str, spec_file: str) -> list[ValidationError]:
+def reconciliation_findings(rows, totals, checkpoint: str, spec_file: str) -> list[Finding]:
+    """The weight, shape and packing findings of reconciliation rows (``checkpoint_reconciliation``)
+    and their byte totals (``checkpoint_totals``)."""
     records = [dict(zip(_COLUMNS, row, strict=True)) for row in rows]
     missing = [r["canonical_name"] for r in records if r["status"] == "missing"]
     unclaimed = [r["canonical_name"] for r in records if r["status"] == "unclaimed"]
-    out: list[ValidationError] = []
+    out: list[Finding] = []
     hints = 0
 
     def file_loc(r) -> str:
@@ -204,7 +207,7 @@ def _errors(rows, totals, checkpoint: str, spec_file: str) -> list[ValidationErr
             close = did_you_mean(r["canonical_name"], missing) if hints < MAX_HINTS and missing else None
             hints += 1
             out.append(
-                ValidationError(
+                Finding(
                     "weight",
                     file_loc(r),
                     "file tensor is claimed by no spec tensor",
@@ -219,7 +222,7 @@ def _errors(rows, totals, checkpoint: str, spec_file: str) -> list[ValidationErr
             hints += 1
             what = r["tensor"] if r["part"] in ("data", "buffer") else f"{r['part']} of {r['tensor']}"
             out.append(
-                ValidationError(
+                Finding(
                     "weight",
                     spec_loc(r),
                     f"spec tensor ({what}, scheme {r['scheme']}) is not in the checkpoint",
@@ -235,7 +238,7 @@ def _errors(rows, totals, checkpoint: str, spec_file: str) -> list[ValidationErr
         file_tensors, spec_tensors, expected_bytes, actual_bytes = totals
         if expected_bytes != actual_bytes:
             out.append(
-                ValidationError(
+                Finding(
                     "weight",
                     checkpoint,
                     f"total bytes differ by {actual_bytes - expected_bytes:+,} "
@@ -248,14 +251,14 @@ def _errors(rows, totals, checkpoint: str, spec_file: str) -> list[ValidationErr
     return out
 
 
-def _mismatch(r, location: str) -> list[ValidationError]:
+def _mismatch(r, location: str) -> list[Finding]:
     """A tensor on both sides that differs: dtype and element count are separate errors."""
     out = []
     quantized = r["scheme"] != "none" or r["part"] not in ("data", "buffer")
     rule = f"rule {r['rule']} chose scheme {r['scheme']}"
     if r["expected_dtype"] != r["actual_dtype"]:
         out.append(
-            ValidationError(
+            Finding(
                 "packing",
                 location,
                 f"stored dtype differs ({r['part']} of {r['tensor']}, node {r['uid']})",
@@ -266,7 +269,7 @@ def _mismatch(r, location: str) -> list[ValidationError]:
         )
     if r["expected_elements"] != r["actual_elements"]:
         out.append(
-            ValidationError(
+            Finding(
                 "packing" if quantized else "weight",
                 location,
                 f"stored element count differs ({r['part']} of {r['tensor']}, node {r['uid']})",
@@ -279,7 +282,7 @@ def _mismatch(r, location: str) -> list[ValidationError]:
         )
     elif list(r["expected_shape"]) != list(r["actual_shape"]):
         out.append(
-            ValidationError(
+            Finding(
                 "shape",
                 location,
                 f"tensor cannot be joined: same element count, different shape ({r['part']} of {r['tensor']}, node {r['uid']})",
@@ -291,8 +294,8 @@ def _mismatch(r, location: str) -> list[ValidationError]:
     return out
 
 
-def publishable(errors: list[ValidationError]) -> bool:
+def publishable(errors: list[Finding]) -> bool:
     return not errors
 
 
-__all__ = ["GUARDS", "ArchsqlError", "ValidationError", "publishable", "reconcile", "validate"]
+__all__ = ["GUARDS", "ArchsqlError", "Finding", "publishable", "reconcile", "validate"]

@@ -1,37 +1,17 @@
 """Cross-reference checks of components and models (ops, params, dims, roles, edges,
-cycles, slots, caches, config keys).  Each check adds located issues to a Collector."""
+cycles, slots, caches).  Each check adds located issues to a Collector.  The ops are the
+evaluator's primitives, read through the :mod:`archsql.schema.ops` hook."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
-import sympy
 
 from archsql.errors import did_you_mean, unknown_name
-from archsql.schema.checks import Collector, type_name
-from archsql.schema.expr import (
-    RUNTIME_SYMBOLS,
-    ExprSyntaxError,
-    eval_binding,
-    expr_names,
-    parse_dim_expr,
-)
-from archsql.schema.spec import ComponentSpec, ModelSpec, NodeSpec, Where
-
-
-def _add(col: Collector, where: Where, message: str, **kw) -> None:
-    from archsql.errors import Issue
-
-    col.issues.append(Issue(message, file=where.file, line=where.line, column=where.column, path=where.path, **kw))
-
-
-def dim_symbols(dims_table: Mapping[str, dict]) -> dict[str, sympy.Symbol]:
-    syms = {name: sympy.Symbol(name, positive=True, integer=True) for name in dims_table}
-    syms.update(RUNTIME_SYMBOLS)
-    return syms
+from archsql.schema.checks import Collector, add_issue, type_name
+from archsql.schema.expr import ExprSyntaxError, dim_symbols, expr_names, parse_dim_expr
+from archsql.schema.ops import known_ops
+from archsql.schema.spec import ComponentSpec, NodeSpec, Where
 
 
 def check_node_params(col: Collector, node: NodeSpec, prim: type, dims_table: Mapping[str, dict]) -> None:
@@ -44,16 +24,18 @@ def check_node_params(col: Collector, node: NodeSpec, prim: type, dims_table: Ma
             hint = did_you_mean(key, params) or (
                 f"{prim.name} takes: {', '.join(params)}" if params else f"{prim.name} takes no dims"
             )
-            _add(col, where, f"unknown parameter '{key}' for op '{prim.name}'", hint=hint)
+            add_issue(col, where, f"unknown parameter '{key}' for op '{prim.name}'", hint=hint)
             continue
         kind = params[key].kind
         if kind == "ints":
             if not (isinstance(raw, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in raw)):
-                _add(col, where, f"'{key}' must be a list of integers", expected="list of integers", got=type_name(raw))
+                add_issue(
+                    col, where, f"'{key}' must be a list of integers", expected="list of integers", got=type_name(raw)
+                )
             continue
         exprs = raw if kind == "dims" else [raw]
         if kind == "dims" and not isinstance(raw, list):
-            _add(col, where, f"'{key}' must be a list of dim expressions", expected="list", got=type_name(raw))
+            add_issue(col, where, f"'{key}' must be a list of dim expressions", expected="list", got=type_name(raw))
             continue
         for text in exprs:
             try:
@@ -64,7 +46,7 @@ def check_node_params(col: Collector, node: NodeSpec, prim: type, dims_table: Ma
                     unknown = [n for n in expr_names(text) if n not in symbols] if _parses(text) else []
                     if unknown:
                         name_hint = did_you_mean(unknown[0], symbols) or "declare new dims in archsql/specs/dims.yaml"
-                _add(
+                add_issue(
                     col,
                     where,
                     str(exc).split(";")[0],
@@ -74,7 +56,7 @@ def check_node_params(col: Collector, node: NodeSpec, prim: type, dims_table: Ma
                 )
     for key, param in params.items():
         if param.required and key not in node.dims:
-            _add(
+            add_issue(
                 col,
                 node.where,
                 f"op '{prim.name}' needs parameter '{key}' ({param.doc})",
@@ -116,7 +98,7 @@ def check_graph(
                 if sliced and sliced.group(1) in graph and graph[sliced.group(1)].stack is not None:
                     layers = sliced.group(2).strip() or "i"
                     after = f"[{layers}]" if ":" not in layers else f"'{layers}'"
-                    _add(
+                    add_issue(
                         col,
                         node.where,
                         f"node '{node.name}' reads '{ref}': a slice of a stack reads only the last layer; "
@@ -127,7 +109,7 @@ def check_graph(
                     )
                     continue
                 hint = did_you_mean(ref, known) or f"known names here: {', '.join(sorted(known))}"
-                _add(
+                add_issue(
                     col,
                     node.where,
                     f"node '{node.name}' reads '{ref}', which is neither a node nor an input",
@@ -135,10 +117,10 @@ def check_graph(
                 )
     for name in inputs:
         if name in graph:
-            _add(col, where_root, f"'{name}' is both an input and a node", hint="rename the node")
+            add_issue(col, where_root, f"'{name}' is both an input and a node", hint="rename the node")
     for out in outputs if graph else ():  # an empty graph is reported where it is parsed
         if out not in graph:
-            _add(
+            add_issue(
                 col,
                 where_outputs or where_root,
                 f"output '{out}' is not a node",
@@ -162,7 +144,7 @@ def check_graph(
     if len(order) < len(graph):
         stuck = [n for n in graph if n not in order]
         cycle = _find_cycle(graph, stuck)
-        _add(
+        add_issue(
             col,
             graph[cycle[0]].where,
             "cycle in graph: " + " → ".join([*cycle, cycle[0]]),
@@ -185,47 +167,45 @@ def _find_cycle(graph: Mapping[str, NodeSpec], stuck: list[str]) -> list[str]:
 def check_nodes(col: Collector, graph: Mapping[str, NodeSpec], library) -> None:
     """Per-node checks shared by component and model graphs: known op, its closed
     parameters and arity, known role."""
-    from archsql.evaluator.primitives.base import registry
-
-    prims = registry()
+    prims = known_ops()
     for node in graph.values():
         if node.op is not None:
             if node.op not in prims:
                 message, hint = unknown_name("op", node.op, prims)
-                _add(col, node.where, message, hint=hint)
+                add_issue(col, node.where, message, hint=hint)
             else:
                 check_node_params(col, node, prims[node.op], library.dims)
                 _check_arity(col, node, prims[node.op])
         if node.role is not None and node.role not in library.roles:
             message, hint = unknown_name("role", node.role, library.roles)
-            _add(col, node.where, message, hint=hint)
+            add_issue(col, node.where, message, hint=hint)
 
 
 def check_component(col: Collector, comp: ComponentSpec, library) -> None:
     roles = library.roles
     if comp.role and comp.role not in roles:
         message, hint = unknown_name("role", comp.role, roles)
-        _add(col, comp.where.get("role", Where(comp.file, None, None, "$.role")), message, hint=hint)
+        add_issue(col, comp.where.get("role", Where(comp.file, None, None, "$.role")), message, hint=hint)
     for slot, accepted in comp.slots.items():
         for role in accepted:
             if role not in roles:
                 message, hint = unknown_name("role", role, roles)
-                _add(col, comp.where["slots"], f"slot '{slot}': {message}", hint=hint)
+                add_issue(col, comp.where["slots"], f"slot '{slot}': {message}", hint=hint)
     check_nodes(col, comp.graph, library)
     for node in comp.graph.values():
         if node.slot is not None:
             if node.slot not in comp.slots:
-                _add(
+                add_issue(
                     col,
                     node.where,
                     f"node '{node.name}' fills slot '{node.slot}', which the component does not declare",
                     hint=did_you_mean(node.slot, comp.slots) or "declare it under 'slots: {name: role}'",
                 )
             if node.dims:
-                _add(col, node.where, "a slot node takes no dims; the component filling it binds its own")
+                add_issue(col, node.where, "a slot node takes no dims; the component filling it binds its own")
     for name in comp.reads:
         if name in comp.inputs:
-            _add(
+            add_issue(
                 col,
                 comp.where["reads"],
                 f"'{name}' is both an input and a stream the component reads",
@@ -241,7 +221,7 @@ def check_component(col: Collector, comp: ComponentSpec, library) -> None:
     )
     for entry in comp.cache if comp.graph else ():
         if entry.node not in comp.graph:
-            _add(
+            add_issue(
                 col,
                 entry.where,
                 f"cache entry names node '{entry.node}', which is not in the graph",
@@ -249,7 +229,7 @@ def check_component(col: Collector, comp: ComponentSpec, library) -> None:
             )
     if comp.decode_variant and comp.decode_variant not in library.component_files:
         message, hint = unknown_name("component", comp.decode_variant, library.component_files)
-        _add(col, comp.where["decode_variant"], f"decode_variant: {message}", hint=hint)
+        add_issue(col, comp.where["decode_variant"], f"decode_variant: {message}", hint=hint)
 
 
 def _check_arity(col: Collector, node: NodeSpec, prim: type) -> None:
@@ -257,76 +237,10 @@ def _check_arity(col: Collector, node: NodeSpec, prim: type) -> None:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     if not lo <= len(node.inputs) <= hi:
         want = str(lo) if lo == hi else f"{lo}..{hi}"
-        _add(
+        add_issue(
             col,
             node.where,
             f"op '{prim.name}' takes {want} input(s)",
             expected=f"{want} input(s) under 'in:'",
             got=f"{len(node.inputs)}",
         )
-
-
-def config_path(model: ModelSpec, configs_dir: Path) -> Path:
-    path = Path(model.config_file)
-    return path if path.is_absolute() else configs_dir / path
-
-
-def load_config(model: ModelSpec, configs_dir: Path, col: Collector) -> dict[str, Any]:
-    """The model's config.json; a missing file is reported at the spec's ``config:`` line."""
-    from archsql.errors import ConfigError
-    from archsql.ingest.hf_config import read_config
-
-    path = config_path(model, configs_dir)
-    try:
-        return read_config(path)
-    except ConfigError as exc:
-        issue = exc.issues[0]
-        if issue.message == "config file not found":
-            where = model.where.get("config", Where(model.file, None, None, "$.config"))
-            _add(col, where, f"config file not found: {path}", hint=issue.hint)
-        else:
-            col.issues.extend(exc.issues)
-    return {}
-
-
-def bind_dims(col: Collector, model: ModelSpec, config: Mapping[str, Any], library) -> dict[str, int]:
-    """Evaluate every ``dims:`` binding of a model against its config."""
-    values: dict[str, int] = {}
-    for dim, text in model.dims.items():
-        where = model.dims_where[dim]
-        if dim not in library.dims:
-            message, hint = unknown_name("dim", dim, library.dims)
-            _add(col, where, message, hint=f"{hint} (new dims are declared in archsql/specs/dims.yaml)")
-            continue
-        try:
-            value = eval_binding(text, config)
-        except KeyError as exc:
-            key, hint = exc.args
-            _add(
-                col,
-                where,
-                f"config key '{key}' is missing from {Path(model.config_file).name}",
-                hint=(
-                    hint + " — or bind the dim to a number"
-                    if hint
-                    else "use 'config.<key> or <fallback>' or bind the dim to a number"
-                ),
-            )
-            continue
-        except ExprSyntaxError as exc:
-            _add(col, where, str(exc), expected="a number or an expression over config.<key>", got=type_name(text))
-            continue
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int):
-            _add(col, where, f"dim '{dim}' must bind to an integer", expected="integer", got=type_name(value))
-            continue
-        kind = library.dims[dim]["kind"]
-        if kind == "flag" and value not in (0, 1):
-            _add(col, where, f"flag dim '{dim}' must be 0 or 1", expected="0 or 1", got=str(value))
-        elif kind in ("window", "index") and value < 0:
-            _add(col, where, f"{kind} dim '{dim}' must be 0 or positive", expected=">= 0", got=str(value))
-        elif kind not in ("flag", "window", "index") and value <= 0:
-            _add(col, where, f"dim '{dim}' must be positive", expected="> 0", got=str(value))
-        values[dim] = value
-    return values
