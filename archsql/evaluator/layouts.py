@@ -211,7 +211,7 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
         # — and a linear op passes a pending sum only when every device applies the same op:
         # a weight split over the pending group makes each device's op different
         split_by_weight = {g for w in weights.values() for _, g in w.sharded}
-        passes = prim.partial_passes or (node.op == "add" and _all_partial_alike(ins))
+        passes = prim.passes_partial([lay.partial for lay in ins])
         for port, lay in enumerate(ins):
             due = lay.partial & split_by_weight if passes else lay.partial
             for g in sorted(due):
@@ -268,9 +268,9 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
                     partial.add(w.group_of(w_axis))
         # 4. routed experts: tokens travel to the devices holding their experts and back
         copies_group = None
-        if node.op == "dispatch":
+        if prim.expert_route == "send":
             collectives.append(Collective("all_to_all", EP, 0, _numel(res.shape), ins[0]))
-        if node.op == "combine":  # each device gets back its own tokens' expert outputs
+        if prim.expert_route == "return":  # each device gets back its own tokens' expert outputs
             tokens = tuple((a, g) for a, g in ins[1].sharded if g in (DP, cpar.CP))
             collectives.append(Collective("all_to_all", EP, 0, _numel(res.ins[0]), Layout(tokens)))
         # 4b. context parallel: an attention kernel over a split sequence (Ulysses / ring)
@@ -301,12 +301,12 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
                 g = weight_out.get(out_axis) or cpar.context_group(res, ins, sharded, out_axis)
                 if g is not None and contraction is not None and out_axis in contraction.out_axes:
                     p = parts.get((w_tensor, contraction.out_axes[out_axis]), p)
-            if node.op == "dispatch" and g in (DP, cpar.CP):
+            if prim.expert_route == "send" and g in (DP, cpar.CP):
                 g = None  # experts see every rank's tokens after the all-to-all
             if g is not None:
                 sharded.append((out_axis, g))
                 parts[("out", out_axis)] = None if g in (DP, cpar.CP) else p
-        if node.op == "combine":  # tokens come back to their own data-parallel (and cp) rank
+        if prim.expert_route == "return":  # tokens come back to their own data-parallel (and cp) rank
             back = [(a, g) for a, g in ins[1].sharded if g == cpar.CP and a != 0]
             sharded = [(a, g) for a, g in sharded if a != 0 and (a, g) not in back] + [(0, DP), *back]
         if cpar.contracted_context(res, ins, sharded):
@@ -368,10 +368,6 @@ def _with_parts(coll: Collective, in_parts: list[dict[int, Parts]], ins: list[La
         if a >= 0
     )
     return replace(coll, parts=found)
-
-
-def _all_partial_alike(ins: list[Layout]) -> bool:
-    return len({lay.partial for lay in ins}) == 1 and bool(ins[0].partial)
 
 
 def _residual(lay: Layout) -> Layout:

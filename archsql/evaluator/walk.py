@@ -148,14 +148,21 @@ def _cache_fact(family: str, entry, node: IRNode, shape: list[Axis], axis_of, co
     return CacheFact(family, entry.kind, entry.growth, elements, window, ratio, chunk)
 
 
+def _attention_caps(results: dict[str, NodeResult], cap: str) -> dict[str, set]:
+    """Scope (the component's uid) → the values of ``cap`` (window / chunk) its attention
+    attends, from each primitive's ``kv_cache_caps``."""
+    caps: dict[str, set] = {}
+    for uid, res in results.items():
+        value = get_primitive(res.node.op)().kv_cache_caps(res.params).get(cap)
+        if value is not None:
+            caps.setdefault(uid.rsplit(".", 1)[0], set()).add(value)
+    return caps
+
+
 def _check_windowed_caches(results: dict[str, NodeResult], col: Collector) -> None:
     """Axiom: attention over a sliding window keeps only the window; its K/V caches must
     be declared with the same cap (a config sliding window without a capped cache is wrong)."""
-    windows: dict[str, set] = {}
-    for uid, res in results.items():
-        window = res.params.get("window")
-        if res.node.op == "attention_score" and window is not None and window.value != 0:
-            windows.setdefault(uid.rsplit(".", 1)[0], set()).add(window.value)
+    windows = _attention_caps(results, "window")
     for uid, res in results.items():
         scope = uid.rsplit(".", 1)[0]
         for fact in res.caches:
@@ -183,11 +190,7 @@ def _check_chunked_caches(results: dict[str, NodeResult], col: Collector) -> Non
     """Axiom: chunked attention reads only the latest token's chunk; its K/V caches must be
     declared with the chunk law and the same chunk (a config attention_chunk_size without a
     chunked cache is wrong), and a chunk cache needs chunked attention."""
-    chunks: dict[str, set] = {}
-    for uid, res in results.items():
-        chunk = res.params.get("chunk")
-        if res.node.op == "attention_score" and chunk is not None and chunk.value != 0:
-            chunks.setdefault(uid.rsplit(".", 1)[0], set()).add(chunk.value)
+    chunks = _attention_caps(results, "chunk")
     for uid, res in results.items():
         scope = uid.rsplit(".", 1)[0]
         for fact in res.caches:
