@@ -12,7 +12,8 @@ from pathlib import Path
 
 from archsql.errors import EvaluationError, ShapeError, SpecError
 from archsql.evaluator.analysis import Analysis, build_tables
-from archsql.evaluator.expand import expand, stack_stream_names
+from archsql.evaluator.expand import expand
+from archsql.evaluator.streams import stack_stream_names
 from archsql.evaluator.walk import walk
 from archsql.schema.spec import Where, parse_model
 from archsql.schema.tables import PHASES

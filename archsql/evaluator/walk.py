@@ -14,8 +14,8 @@ import sympy
 
 from archsql.errors import Issue
 from archsql.evaluator.dimmap import Axis
-from archsql.evaluator.expand import IRNode, Program, Ref
 from archsql.evaluator.factors import chunk_len
+from archsql.evaluator.ir import IRNode, Program, Ref
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, WeightDecl, get_primitive
 from archsql.schema.checks import Collector
 from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
