@@ -142,49 +142,9 @@ class _Expander(StreamExpansion, ScheduleExpansion):
             # a path starting with "/" is a module of the model root (_under)
             path = _under(path_prefix, local) if local else path_prefix.rstrip(".")
             if node.slot is not None:
-                fill = fills.get(node.slot)
-                if fill is None:
-                    _add(
-                        self.col,
-                        where,
-                        f"slot '{node.slot}' of '{comp.name}' is not filled",
-                        hint=f"add '{node.slot}: <component>' to the model's components or to this template",
-                    )
-                    continue
-                sub = self.component(fill)
-                if sub is None:
-                    continue
-                accepted = comp.slots.get(node.slot, [])
-                if accepted and sub.role not in accepted:
-                    _add(
-                        self.col,
-                        fill.where,
-                        f"component '{sub.name}' has role '{sub.role}' but slot '{node.slot}' of '{comp.name}' takes {' | '.join(accepted)}",
-                        expected=" | ".join(accepted),
-                        got=sub.role,
-                    )
-                sub_path = _rename(_first_path(fill.path, node.path, node.name), rename)
-                outs = self.expand_component(
-                    sub,
-                    f"{uid}.",
-                    f"{_under(path_prefix, sub_path)}." if sub_path else path_prefix,
-                    inputs,
-                    fills,
-                    fill.rename,
-                    stack,
-                    template,
-                    fill.where,
-                )
-                if len(sub.outputs) != 1:
-                    _add(
-                        self.col,
-                        fill.where,
-                        f"component '{sub.name}' fills a slot, so it must have exactly one output",
-                        expected="1 output",
-                        got=str(sub.outputs),
-                    )
-                if sub.outputs and sub.outputs[0] in outs:
-                    scope[name] = outs[sub.outputs[0]]
+                out = self.expand_slot(comp, node, uid, path_prefix, inputs, fills, rename, stack, template, where)
+                if out is not None:
+                    scope[name] = out
                 continue
             role = node.role or ((_default_role(node) or comp.role) if container else comp.role)
             self.nodes.append(
@@ -211,6 +171,63 @@ class _Expander(StreamExpansion, ScheduleExpansion):
             )
             scope[name] = Ref("node", uid)
         return {o: scope[o] for o in comp.outputs if o in scope}
+
+    def expand_slot(
+        self,
+        comp: ComponentSpec,
+        node: NodeSpec,
+        uid: str,
+        path_prefix: str,
+        inputs: list[Ref],
+        fills: dict[str, SlotFill],
+        rename: dict[str, str],
+        stack: str | None,
+        template: str | None,
+        where: Where,
+    ) -> Ref | None:
+        """A slot node: the component filling it, expanded in place (its one output)."""
+        fill = fills.get(node.slot)
+        if fill is None:
+            _add(
+                self.col,
+                where,
+                f"slot '{node.slot}' of '{comp.name}' is not filled",
+                hint=f"add '{node.slot}: <component>' to the model's components or to this template",
+            )
+            return None
+        sub = self.component(fill)
+        if sub is None:
+            return None
+        accepted = comp.slots.get(node.slot, [])
+        if accepted and sub.role not in accepted:
+            _add(
+                self.col,
+                fill.where,
+                f"component '{sub.name}' has role '{sub.role}' but slot '{node.slot}' of '{comp.name}' takes {' | '.join(accepted)}",
+                expected=" | ".join(accepted),
+                got=sub.role,
+            )
+        sub_path = _rename(_first_path(fill.path, node.path, node.name), rename)
+        outs = self.expand_component(
+            sub,
+            f"{uid}.",
+            f"{_under(path_prefix, sub_path)}." if sub_path else path_prefix,
+            inputs,
+            fills,
+            fill.rename,
+            stack,
+            template,
+            fill.where,
+        )
+        if len(sub.outputs) != 1:
+            _add(
+                self.col,
+                fill.where,
+                f"component '{sub.name}' fills a slot, so it must have exactly one output",
+                expected="1 output",
+                got=str(sub.outputs),
+            )
+        return outs.get(sub.outputs[0]) if sub.outputs else None
 
     # -- per-template dims ------------------------------------------------------------
     def substituted(self, dims: dict[str, Any]) -> dict[str, Any]:

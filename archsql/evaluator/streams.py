@@ -108,29 +108,41 @@ class StreamExpansion:
         """Producers, readers and their layers: a stream nobody produces or reads, a reader
         before any producer, a read: each with more readers than elements — located at the
         stream's declaration in the model."""
-        spec, st = stream.spec, program.stacks[stream.stack]
-        at = spec.keys_where.get
-
-        def issue(key: str, message: str, **kw) -> None:
-            _add(self.col, at(key, spec.where), message, **kw)
-
-        uids = {n.uid for n in self.nodes}
+        spec = stream.spec
         stream.readers = list(dict.fromkeys((u, stk, t) for u, name, stk, t in self.reads if name == spec.name))
+        if not self.check_producers(program, stream) or not self.check_has_readers(stream):
+            return
+        if spec.kind == "internal":
+            self.check_internal_readers(program, stream)
+        elif spec.read == "each":
+            self.check_each_readers(program, stream)
+        else:
+            self.check_history_readers(program, stream)
+
+    def stream_issue(self, spec: StreamSpec, key: str, message: str, **kw) -> None:
+        _add(self.col, spec.keys_where.get(key, spec.where), message, **kw)
+
+    def check_producers(self, program: Program, stream: StreamIR) -> bool:
+        """A node of the stack produces the stream on every layer it archives (False: reported)."""
+        spec, st = stream.spec, program.stacks[stream.stack]
+        uids = {n.uid for n in self.nodes}
         if stream.from_carried:
             if spec.kind == "internal":
-                issue(
+                self.stream_issue(
+                    spec,
                     "from",
                     f"stream '{spec.name}' reads the carried stream '{stream.carried}', which every layer already "
                     "passes to the next: to read chosen layers' values later, archive them",
                     hint=f"use an append stream: {{ from: {stream.carried}, after: [i, …], read: each | all | concat }}",
                 )
-                return
+                return False
         else:
             templates = list(dict.fromkeys(st.schedule))
             producers = [t for t in templates if f"{stream.stack}/{t}/{spec.source}" in uids]
             if not producers:
                 paths = {n.uid.split("/", 2)[2] for n in self.nodes if n.stack == stream.stack}
-                issue(
+                self.stream_issue(
+                    spec,
                     "from",
                     f"stream '{spec.name}' has no producer: no template of stack '{stream.stack}' has node "
                     f"'{spec.source}'",
@@ -138,95 +150,117 @@ class StreamExpansion:
                     or "from: names a node as <slot>.<node>, its uid without '<stack>/<template>/' "
                     "(e.g. self_attn.index_topk), or the carried stream",
                 )
-                return
+                return False
             if spec.at == "before":
-                issue(
+                self.stream_issue(
+                    spec,
                     "before",
                     f"stream '{spec.name}' archives node '{spec.source}' at layer entry, before the node runs",
                     hint=f"'before:' archives the carried stream ({stream.carried}) entering a layer; "
                     "a node's value is archived with 'after: [i, …]'",
                 )
-                return
+                return False
             if spec.kind == "internal":
                 stream.layers = [i for i, t in enumerate(st.schedule) if t in producers]
             missing = [i for i in stream.layers if st.schedule[i] not in producers]
             if missing:
-                issue(
+                self.stream_issue(
+                    spec,
                     spec.at,
                     f"stream '{spec.name}' archives layer {missing[0]}, whose template '{st.schedule[missing[0]]}' "
                     f"has no node '{spec.source}'",
                     hint=f"archive only layers of templates {', '.join(producers)}",
                 )
-                return
+                return False
+        return True
+
+    def check_has_readers(self, stream: StreamIR) -> bool:
+        spec = stream.spec
         if not stream.readers:
-            issue(
+            self.stream_issue(
+                spec,
                 "from",
                 f"stream '{spec.name}' has no reader",
                 hint=f"read it in a component ('reads: [{spec.name}]' and 'in: [..., {spec.name}]') or in the model "
                 f"graph ('in: <stack node>.{spec.name}'), or remove it",
             )
-            return
+            return False
+        return True
+
+    def check_internal_readers(self, program: Program, stream: StreamIR) -> None:
+        """An internal stream is read by a later layer than its first producer."""
+        spec, st = stream.spec, program.stacks[stream.stack]
         name = spec.name
-        if spec.kind == "internal":
-            for _, stack, template in stream.readers:
-                if stack != stream.stack:
-                    continue
-                for j in program.template_layer_list(stack, template):
-                    if not stream.elements(program, stack, j):
-                        first = stream.layers[0]
-                        issue(
-                            "from",
-                            f"layer {j} (template '{template}') of stack '{stack}' reads stream '{name}' before any "
-                            f"layer produces it (first producer: layer {first}, template '{st.schedule[first]}')",
-                            hint="an internal stream is read by a LATER layer: schedule a producing template first, "
-                            "or give the early layers a template that produces its own value",
-                        )
-                        return
-            return
-        archived = ", ".join(map(str, stream.layers))
-        if spec.read == "each":
-            outside = [u for u, stack, _ in stream.readers if stack is None]
-            if outside:
-                issue(
-                    "read",
-                    f"node '{outside[0]}' reads stream '{name}' (read: each) outside any stack",
-                    hint="read: each gives the j-th archived element to the j-th reading layer; a model-graph node "
-                    "reads the whole archive: read: concat or read: all",
-                )
-                return
-            order = stream.reading_layers(program)
-            n, m = len(order), len(stream.layers)
-            if n != m:
-                issue(
-                    "read",
-                    f"stream '{name}' (read: each) is read by {n} layer(s) but archives {m} element(s)"
-                    + (f" ({spec.at} layers {archived})" if m else ""),
-                    expected=f"{m} reading layer(s), the j-th reading the j-th element",
-                    got=f"{n} reading layers: " + ", ".join(f"{stk} {j}" for stk, j in order[:8]),
-                    hint=(
-                        f"archive one element per reading layer ({spec.at}: [i, …] with {n} layers), "
-                        "or read the whole archive: read: all | concat"
-                        if n > m
-                        else f"archive only what is read ({spec.at}: [i, …] with {n} layers)"
-                    ),
-                )
-                return
-            for (stack, j), i in zip(order, stream.layers, strict=True):
-                if stack == stream.stack and (i >= j if spec.at == "after" else i > j):
-                    issue(
-                        "read",
-                        f"layer {j} of stack '{stack}' reads element {order.index((stack, j))} of stream '{name}', "
-                        f"archived {spec.at} layer {i}, which has not run yet",
-                        hint="the j-th reading layer must come after the j-th archived layer",
-                    )
-                    return
-            return
         for _, stack, template in stream.readers:
             if stack != stream.stack:
                 continue
             for j in program.template_layer_list(stack, template):
                 if not stream.elements(program, stack, j):
-                    issue(
+                    first = stream.layers[0]
+                    self.stream_issue(
+                        spec,
+                        "from",
+                        f"layer {j} (template '{template}') of stack '{stack}' reads stream '{name}' before any "
+                        f"layer produces it (first producer: layer {first}, template '{st.schedule[first]}')",
+                        hint="an internal stream is read by a LATER layer: schedule a producing template first, "
+                        "or give the early layers a template that produces its own value",
+                    )
+                    return
+
+    def check_each_readers(self, program: Program, stream: StreamIR) -> None:
+        """read: each — one archived element per reading layer, archived before it runs."""
+        spec, name = stream.spec, stream.spec.name
+        archived = ", ".join(map(str, stream.layers))
+        outside = [u for u, stack, _ in stream.readers if stack is None]
+        if outside:
+            self.stream_issue(
+                spec,
+                "read",
+                f"node '{outside[0]}' reads stream '{name}' (read: each) outside any stack",
+                hint="read: each gives the j-th archived element to the j-th reading layer; a model-graph node "
+                "reads the whole archive: read: concat or read: all",
+            )
+            return
+        order = stream.reading_layers(program)
+        n, m = len(order), len(stream.layers)
+        if n != m:
+            self.stream_issue(
+                spec,
+                "read",
+                f"stream '{name}' (read: each) is read by {n} layer(s) but archives {m} element(s)"
+                + (f" ({spec.at} layers {archived})" if m else ""),
+                expected=f"{m} reading layer(s), the j-th reading the j-th element",
+                got=f"{n} reading layers: " + ", ".join(f"{stk} {j}" for stk, j in order[:8]),
+                hint=(
+                    f"archive one element per reading layer ({spec.at}: [i, …] with {n} layers), "
+                    "or read the whole archive: read: all | concat"
+                    if n > m
+                    else f"archive only what is read ({spec.at}: [i, …] with {n} layers)"
+                ),
+            )
+            return
+        for (stack, j), i in zip(order, stream.layers, strict=True):
+            if stack == stream.stack and (i >= j if spec.at == "after" else i > j):
+                self.stream_issue(
+                    spec,
+                    "read",
+                    f"layer {j} of stack '{stack}' reads element {order.index((stack, j))} of stream '{name}', "
+                    f"archived {spec.at} layer {i}, which has not run yet",
+                    hint="the j-th reading layer must come after the j-th archived layer",
+                )
+                return
+
+    def check_history_readers(self, program: Program, stream: StreamIR) -> None:
+        """read: all / concat — every reading layer of the archiving stack sees an element."""
+        spec, name = stream.spec, stream.spec.name
+        archived = ", ".join(map(str, stream.layers))
+        for _, stack, template in stream.readers:
+            if stack != stream.stack:
+                continue
+            for j in program.template_layer_list(stack, template):
+                if not stream.elements(program, stack, j):
+                    self.stream_issue(
+                        spec,
                         spec.at,
                         f"layer {j} (template '{template.split('@')[0]}') of stack '{stack}' reads stream '{name}' "
                         f"(read: {spec.read}) before anything is archived ({spec.at} layers {archived})",
