@@ -1,9 +1,20 @@
 """The evaluator: model spec → SpecIR → Program → Analysis tables, evaluated once.
 
-Passes, in order (each a module named by its verb): ``bind`` the model's dims from its
-config (``archsql.evaluator.bind.bind_dims``), ``expand`` the spec per phase into a
-Program, ``walk`` it to infer shapes and per-node quantities, then build the tables.
-All issues of a model are collected and raised together as one located error.
+The passes, in order (each a module named by its verb; all issues of a model are collected
+and raised together as one located error):
+
+1. ``bind``               the model's dims from its config (``bind.py``)
+2. ``expand``             the spec per phase into a Program (``expand.py``; the SpecIR types
+                          in ``ir.py``, layer schedules in ``schedule.py``, streams in ``streams.py``)
+3. ``infer_shapes``       one walk per Program: shapes, FLOPs, weights, caches (``walk.py``)
+4. ``propagate_layouts``  shardings and the inferred collectives (``layouts.py``,
+                          ``context_parallel.py``)
+5. ``build_tables``       the Analysis tables (``analysis.py``; liveness in ``liveness.py``,
+                          formulas as term rows in ``terms.py``)
+6. ``bind_storage``       how each weight is stored, per precision profile (``storage.py``)
+
+Op-specific behaviour (shape rule, FLOPs, layout and cache rules) lives on the primitive
+classes in ``primitives/``; the passes call their hooks and never name an op.
 """
 
 from __future__ import annotations
@@ -13,7 +24,8 @@ from pathlib import Path
 from archsql.errors import EvaluationError, ShapeError, SpecError
 from archsql.evaluator.analysis import Analysis, build_tables
 from archsql.evaluator.bind import bind_dims, config_path, load_config
-from archsql.evaluator.expand import expand, stack_stream_names
+from archsql.evaluator.expand import expand
+from archsql.evaluator.streams import stack_stream_names
 from archsql.evaluator.walk import walk
 from archsql.schema.checks import add_issue
 from archsql.schema.crossref import check_graph, check_nodes
@@ -73,7 +85,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
         raise EvaluationError(f"{spec.file}: cannot evaluate model '{spec.name}': {exc}") from exc
     analysis = Analysis(spec.name, dims, walks, tables)
     # bind_storage: how each weight is stored (quant_context, config quantization); its rule
-    # problems are the packing guard's (archsql.publish_check), so only the table is kept here
+    # problems are the packing guard's (archsql.validate), so only the table is kept here
     import pyarrow as pa
 
     from archsql.evaluator.storage import NATIVE, bind_storage

@@ -61,7 +61,20 @@ def _sha(*paths: str) -> str:
 def build_tables(
     model_name: str, spec, config_path: str, dims: dict[str, int], walks: dict[str, Walk], library
 ) -> dict[str, pa.Table]:
+    """The Analysis tables: the model and its dims, its stacks and streams, then every
+    phase's nodes with their layouts, edges, shapes and quantities (per-instance facts —
+    instances, weights, caches — once per uid)."""
     rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+    _emit_model(rows, model_name, spec, config_path, dims, library)
+    _emit_stacks(rows, model_name, walks[PHASES[0]])
+    _emit_streams(rows, model_name, walks)
+    seen: set[str] = set()
+    for phase in PHASES:
+        _emit_phase(rows, model_name, phase, walks[phase], seen)
+    return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
+
+
+def _emit_model(rows, model_name: str, spec, config_path: str, dims: dict[str, int], library) -> None:
     rows["models"].append(
         {
             "model": model_name,
@@ -81,7 +94,9 @@ def build_tables(
                 "kind": library.dims[dim]["kind"],
             }
         )
-    first = walks[PHASES[0]]
+
+
+def _emit_stacks(rows, model_name: str, first: Walk) -> None:
     for st_name, st in first.program.stacks.items():
         rows["stacks"].append(
             {
@@ -95,106 +110,119 @@ def build_tables(
         )
         for layer, template in enumerate(st.schedule, start=st.first_layer):
             rows["layer_schedule"].append({"model": model_name, "stack": st_name, "layer": layer, "template": template})
-    _emit_streams(rows, model_name, walks)
-    seen: set[str] = set()
-    for phase in PHASES:
-        w = walks[phase]
-        node_layouts = propagate(w)
-        for uid, live_uid in live_tensors(w, _sources):
-            rows["liveness"].append({"model": model_name, "phase": phase, "uid": uid, "live_uid": live_uid})
-        for uid, res in w.results.items():
-            node = res.node
-            _emit_layout(rows, model_name, phase, uid, res, node_layouts[uid], w, seen)
-            rows["nodes"].append(
+
+
+def _emit_phase(rows, model_name: str, phase: str, w: Walk, seen: set[str]) -> None:
+    """One phase: layouts (propagate_layouts), liveness, and every node's rows."""
+    node_layouts = propagate(w)
+    for uid, live_uid in live_tensors(w, _sources):
+        rows["liveness"].append({"model": model_name, "phase": phase, "uid": uid, "live_uid": live_uid})
+    for uid, res in w.results.items():
+        _emit_layout(rows, model_name, phase, uid, res, node_layouts[uid], w, seen)
+        _emit_node(rows, model_name, phase, uid, res, w)
+        _emit_quantities(rows, model_name, phase, uid, res, w)
+        if uid in seen:
+            continue
+        seen.add(uid)
+        _emit_instance(rows, model_name, uid, res, w)
+
+
+def _emit_node(rows, model_name: str, phase: str, uid: str, res, w: Walk) -> None:
+    """The node, its input edges and its output shape."""
+    node = res.node
+    rows["nodes"].append(
+        {
+            "model": model_name,
+            "phase": phase,
+            "uid": uid,
+            "stack": node.stack,
+            "template": node.template,
+            "path": node.path,
+            "op": node.op,
+            "role": node.role,
+            "component": node.component,
+        }
+    )
+    for port, ref in enumerate(node.inputs):
+        for src, stream in _sources(w, node, ref):
+            rows["edges"].append(
                 {
                     "model": model_name,
                     "phase": phase,
-                    "uid": uid,
-                    "stack": node.stack,
-                    "template": node.template,
-                    "path": node.path,
-                    "op": node.op,
-                    "role": node.role,
-                    "component": node.component,
+                    "src_uid": src,
+                    "dst_uid": uid,
+                    "port": port,
+                    "stream": stream,
                 }
             )
-            for port, ref in enumerate(node.inputs):
-                for src, stream in _sources(w, node, ref):
-                    rows["edges"].append(
-                        {
-                            "model": model_name,
-                            "phase": phase,
-                            "src_uid": src,
-                            "dst_uid": uid,
-                            "port": port,
-                            "stream": stream,
-                        }
-                    )
-            for axis, ax in enumerate(res.shape):
-                sym = str(ax.value) if ax.runtime else None
-                rows["shapes"].append(
-                    {
-                        "model": model_name,
-                        "phase": phase,
-                        "uid": uid,
-                        "axis": axis,
-                        "dim": ax.label,
-                        "size": None if ax.runtime else int(ax.value),
-                        "symbol": sym,
-                    }
-                )
-            quantities = [
-                ("flops", res.flops),
-                ("read_elements", res.io[0]),
-                ("write_elements", res.io[1]),
-                ("cache_read_elements", res.io[2]),
-            ]
-            if res.caches:
-                quantities.append(("cache_elements", sum((f.expr() for f in res.caches), sympy.Integer(0))))
-            for quantity, expr in quantities:
-                if quantity == "flops" or expr != 0:  # zero traffic rows say nothing
-                    ports = res.read_ports if quantity == "read_elements" else ()
-                    _emit(rows, model_name, phase, uid, quantity, expr, w, ports)
-            if uid in seen:
-                continue
-            seen.add(uid)
-            count, active = node_count(w, res, symbolic=False)
-            rows["instances"].append(
-                {"model": model_name, "uid": uid, "count": int(count), "active_count": int(active)}
-            )
-            for decl in res.weights:
-                shape = [int(a.value) for a in decl.axes]
-                tensor = node.tensor_rename.get(decl.tensor, decl.tensor)  # slot fill rename: {sinks: …}
-                name = node.path + (f".{tensor}" if decl.suffix is None else decl.suffix)
-                if res.copies != 1 and not decl.stacked:
-                    parts = name.rsplit(".", 2)
-                    name = name if "{expert}" in name else f"{parts[0]}.{{expert}}.{parts[1]}.{parts[2]}"
-                rows["weights"].append(
-                    {
-                        "model": model_name,
-                        "uid": uid,
-                        "tensor": tensor,
-                        "name": name,
-                        "shape": shape,
-                        "elements": int(sympy.Mul(*shape)),
-                        "streamed": decl.streamed,
-                    }
-                )
-            for fact in res.caches:
-                rows["caches"].append(
-                    {
-                        "model": model_name,
-                        "uid": uid,
-                        "cache": fact.family,
-                        "kind": fact.kind,
-                        "growth": fact.growth,
-                        "elements": int(fact.elements.value),
-                        # growth chunk: the chunk length (the span that bounds the cache)
-                        "window": int((fact.window or fact.chunk).value) if (fact.window or fact.chunk) else None,
-                        "ratio": int(fact.ratio.value) if fact.ratio else None,
-                    }
-                )
-    return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
+    for axis, ax in enumerate(res.shape):
+        sym = str(ax.value) if ax.runtime else None
+        rows["shapes"].append(
+            {
+                "model": model_name,
+                "phase": phase,
+                "uid": uid,
+                "axis": axis,
+                "dim": ax.label,
+                "size": None if ax.runtime else int(ax.value),
+                "symbol": sym,
+            }
+        )
+
+
+def _emit_quantities(rows, model_name: str, phase: str, uid: str, res, w: Walk) -> None:
+    """FLOPs, activation reads / writes, cache reads and cache elements, as term rows."""
+    quantities = [
+        ("flops", res.flops),
+        ("read_elements", res.io[0]),
+        ("write_elements", res.io[1]),
+        ("cache_read_elements", res.io[2]),
+    ]
+    if res.caches:
+        quantities.append(("cache_elements", sum((f.expr() for f in res.caches), sympy.Integer(0))))
+    for quantity, expr in quantities:
+        if quantity == "flops" or expr != 0:  # zero traffic rows say nothing
+            ports = res.read_ports if quantity == "read_elements" else ()
+            _emit(rows, model_name, phase, uid, quantity, expr, w, ports)
+
+
+def _emit_instance(rows, model_name: str, uid: str, res, w: Walk) -> None:
+    """Facts of a node the same in every phase: its copies, weights and caches."""
+    node = res.node
+    count, active = node_count(w, res, symbolic=False)
+    rows["instances"].append({"model": model_name, "uid": uid, "count": int(count), "active_count": int(active)})
+    for decl in res.weights:
+        shape = [int(a.value) for a in decl.axes]
+        tensor = node.tensor_rename.get(decl.tensor, decl.tensor)  # slot fill rename: {sinks: …}
+        name = node.path + (f".{tensor}" if decl.suffix is None else decl.suffix)
+        if res.copies != 1 and not decl.stacked:
+            parts = name.rsplit(".", 2)
+            name = name if "{expert}" in name else f"{parts[0]}.{{expert}}.{parts[1]}.{parts[2]}"
+        rows["weights"].append(
+            {
+                "model": model_name,
+                "uid": uid,
+                "tensor": tensor,
+                "name": name,
+                "shape": shape,
+                "elements": int(sympy.Mul(*shape)),
+                "streamed": decl.streamed,
+            }
+        )
+    for fact in res.caches:
+        rows["caches"].append(
+            {
+                "model": model_name,
+                "uid": uid,
+                "cache": fact.family,
+                "kind": fact.kind,
+                "growth": fact.growth,
+                "elements": int(fact.elements.value),
+                # growth chunk: the chunk length (the span that bounds the cache)
+                "window": int((fact.window or fact.chunk).value) if (fact.window or fact.chunk) else None,
+                "ratio": int(fact.ratio.value) if fact.ratio else None,
+            }
+        )
 
 
 def _emit_layout(rows, model: str, phase: str, uid: str, res, lay, w: Walk, seen: set[str]) -> None:

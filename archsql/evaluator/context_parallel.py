@@ -47,7 +47,7 @@ from __future__ import annotations
 import sympy
 
 from archsql.evaluator.dimmap import Axis
-from archsql.evaluator.primitives.attention import AttentionApply, AttentionScore, Softmax, cached_reads
+from archsql.evaluator.primitives.attention import cached_reads
 from archsql.schema.expr import RUNTIME_SYMBOLS
 
 CP = "cp"  # the sequence (tokens, cache positions) split over context-parallel ranks
@@ -79,9 +79,9 @@ def split_inputs(phase: str, refs, shapes, ins: list, layout_cls) -> list:
 
 
 def keeps_split(prim, shape: list[Axis], axis: int, group: str | None) -> bool:
-    """A softmax over a context axis split by cp runs blockwise (online softmax, merged by
-    log-sum-exp): the axis need not be gathered."""
-    return group == CP and isinstance(prim, Softmax) and is_context(shape[axis])
+    """An op reducing a context axis split by cp blockwise (``Primitive.blockwise_context``:
+    online softmax, merged by log-sum-exp) need not have the axis gathered."""
+    return group == CP and prim.blockwise_context and is_context(shape[axis])
 
 
 def context_group(res, ins: list, sharded: list[tuple[int, str]], out_axis: int) -> str | None:
@@ -131,15 +131,15 @@ def kernel_collectives(prim, ctx, res, ins: list, collective_cls, numel) -> list
     if q_axis is None or ins[0].group_of(q_axis) != CP or len(res.ins) < 2:
         return []
     out = []
-    if isinstance(prim, AttentionScore):
+    if prim.attention_stage == "score":
         out.append(collective_cls("all_to_all", ULYSSES, 0, numel(res.ins[0]), ins[0], tag=f"@{ULYSSES}"))
         out.append(collective_cls("all_to_all", ULYSSES, 1, numel(res.ins[1]), ins[1], tag=f"@{ULYSSES}"))
         out.append(collective_cls("ring_pass", RING, 1, _passed(ctx, res, 1, numel), ins[1], tag=f"@{RING}"))
-    elif isinstance(prim, AttentionApply):
+    elif prim.attention_stage == "apply":
         if not ctx.flag("values_in_keys"):
             out.append(collective_cls("all_to_all", ULYSSES, 1, numel(res.ins[1]), ins[1], tag=f"@{ULYSSES}"))
             out.append(collective_cls("ring_pass", RING, 1, _passed(ctx, res, 1, numel), ins[1], tag=f"@{RING}"))
-    elif any(is_context(a) for a in res.shape) and callable(getattr(prim, "cache_reads", None)):
+    elif any(is_context(a) for a in res.shape):
         reads = sympy.sympify(prim.cache_reads(ctx))
         if reads != 0:  # another kernel over every position (an indexer): its keys circulate
             out.append(collective_cls("ring_pass", CP, 1, reads, ins[1], tag=f"@{CP}"))
@@ -148,7 +148,7 @@ def kernel_collectives(prim, ctx, res, ins: list, collective_cls, numel) -> list
 
 def output_collectives(prim, res, ins: list, out_sharded: list[tuple[int, str]], collective_cls, numel) -> list:
     """Ulysses returns an attention output computed on a device's heads to its tokens."""
-    if not isinstance(prim, AttentionApply) or not res.ins:
+    if prim.attention_stage != "apply" or not res.ins:
         return []
     q_axis = token_axis(res.shape)
     if q_axis is None or dict(out_sharded).get(q_axis) != CP:

@@ -21,147 +21,18 @@ group template ``<template>@<length>``; the schedule names the group of every la
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
 
-from archsql.errors import Issue, did_you_mean, unknown_name
-from archsql.schema.checks import Collector, type_name
-from archsql.schema.checks import add_issue as _add
+from archsql.errors import unknown_name
+from archsql.evaluator.ir import IRNode, Program, Ref, StackIR, StreamIR
+from archsql.evaluator.schedule import ScheduleExpansion, templates_named
+from archsql.evaluator.streams import StreamExpansion, stack_stream_names
+from archsql.schema.checks import Collector, add_issue, type_name
 from archsql.schema.crossref import check_graph
 from archsql.schema.expr import ExprSyntaxError, dim_symbols, parse_dim_expr, substitute_dims
 from archsql.schema.spec import CacheEntry, ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, StreamSpec, Where
-from archsql.schema.yamlsrc import LocList
-
-
-@dataclass(frozen=True)
-class Ref:
-    """An input reference: a node uid, a model input, or a stack's stream (its carried
-    stream, or an internal / append stream it declares: ``Program.streams``)."""
-
-    kind: str  # 'node' | 'input' | 'stream'
-    name: str  # uid, input name, or stack name
-    stream: str | None = None
-
-
-@dataclass
-class IRNode:
-    uid: str
-    name: str
-    path: str
-    op: str
-    role: str
-    component: str
-    inputs: list[Ref]
-    dims: dict[str, Any]
-    dims_where: dict[str, Where]
-    where: Where
-    stack: str | None = None
-    template: str | None = None
-    cache: list[tuple[str, CacheEntry]] = field(default_factory=list)  # (family, declaration)
-    spec: NodeSpec | None = None  # the declaration this node was expanded from
-    # checkpoint names of the node's tensors when they differ from the primitive's (the slot
-    # fill's rename:, which maps path segments and tensor names alike)
-    tensor_rename: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class StackIR:
-    spec: StackSpec
-    layers: int
-    repeat_expr: sympy.Expr
-    stream: str  # the carried stream
-    input: Ref
-    schedule: list[str]  # template per layer
-    outputs: dict[str, Ref]  # template -> its block output
-    first_layer: int = 0  # checkpoint index of the stack's first layer
-
-
-@dataclass
-class StreamIR:
-    """An internal or append stream of a stack after expansion: the layers that produce
-    (internal) or archive (append) it, and the nodes that read it."""
-
-    spec: StreamSpec
-    stack: str  # the stack that declares it
-    carried: str  # that stack's carried stream (an append stream may archive it)
-    layers: list[int] = field(default_factory=list)  # producing / archived layers (0-based in the stack)
-    readers: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # (uid, stack, template)
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def from_carried(self) -> bool:
-        return self.spec.source == self.carried
-
-    def elements(self, program: Program, stack: str | None, layer: int | None) -> list[int]:
-        """The producing / archived layers a reader in layer ``layer`` of ``stack`` reads
-        (``stack`` None: a model-graph node after the stacks; another stack: runs later)."""
-        same = stack == self.stack
-        if self.spec.kind == "internal":
-            return [i for i in self.layers if not same or i < layer][-1:]  # the latest value
-        if self.spec.read == "each":
-            order = self.reading_layers(program)
-            k = order.index((stack, layer)) if (stack, layer) in order else len(self.layers)
-            return self.layers[k : k + 1]
-        return self.layers if not same else self.history(layer)
-
-    def history(self, layer: int) -> list[int]:
-        """Archived layers a later layer ``layer`` of the archiving stack can read: archived
-        after an earlier layer, or before this one or an earlier one."""
-        return [i for i in self.layers if (i < layer if self.spec.at == "after" else i <= layer)]
-
-    def reading_layers(self, program: Program) -> list[tuple[str | None, int | None]]:
-        """Every (stack, layer) with a reader, in run order (stacks in graph order)."""
-        order = list(program.stacks)
-        seen = {
-            (stack, layer)
-            for _, stack, template in self.readers
-            for layer in (program.template_layer_list(stack, template) if stack else [None])
-        }
-        return sorted(seen, key=lambda sl: (order.index(sl[0]) if sl[0] in order else len(order), sl[1] or 0))
-
-
-@dataclass
-class Program:
-    """One phase of a model: nodes in dataflow order, stacks with their schedules."""
-
-    model: ModelSpec
-    phase: str
-    nodes: list[IRNode]
-    stacks: dict[str, StackIR]
-    outputs: dict[str, Ref]  # model graph name -> ref
-    streams: dict[str, StreamIR] = field(default_factory=dict)  # internal and append streams by name
-
-    def template_layers(self, stack: str, template: str) -> int:
-        return self.stacks[stack].schedule.count(template)
-
-    def template_layer_list(self, stack: str, template: str | None) -> list[int]:
-        return [i for i, t in enumerate(self.stacks[stack].schedule) if t == template]
-
-    def is_carried(self, ref: Ref) -> bool:
-        return ref.kind == "stream" and ref.stream == self.stacks[ref.name].stream
-
-    def stream_reads(self, ref: Ref, node: IRNode) -> list[tuple[int | None, list[Ref]]]:
-        """What ``node`` reads through the stream ``ref``: for each layer it runs in (None
-        outside any stack), the values (refs) of the layers it reads, in archive order."""
-        stream = self.streams[ref.stream]
-        layers = self.template_layer_list(node.stack, node.template) if node.stack else [None]
-        return [
-            (j, [r for i in stream.elements(self, node.stack, j) if (r := self.element_ref(stream, i))]) for j in layers
-        ]
-
-    def element_ref(self, stream: StreamIR, layer: int) -> Ref | None:
-        """The value a stream holds from layer ``layer`` of its stack."""
-        st = self.stacks[stream.stack]
-        if stream.from_carried:
-            if stream.spec.at == "before":  # entering the layer: the previous layer's output
-                return st.input if layer == 0 else st.outputs.get(st.schedule[layer - 1])
-            return st.outputs.get(st.schedule[layer])
-        return Ref("node", f"{stream.stack}/{st.schedule[layer]}/{stream.spec.source}")
 
 
 def _first_path(*candidates: str | None) -> str:
@@ -185,7 +56,7 @@ def _rename(path: str, rename: dict[str, str]) -> str:
     return ".".join(rename.get(seg, seg) for seg in path.split("."))
 
 
-class _Expander:
+class _Expander(StreamExpansion, ScheduleExpansion):
     def __init__(self, model: ModelSpec, library, dims: dict[str, int], phase: str, col: Collector, config=None):
         self.model, self.library, self.dims, self.phase, self.col = model, library, dims, phase, col
         self.config = config or {}
@@ -201,7 +72,7 @@ class _Expander:
                 if sspec.kind == "carried":
                     continue
                 if name in self.declared:
-                    _add(
+                    add_issue(
                         col,
                         sspec.where,
                         f"stream '{name}' is declared on stacks '{self.declared[name][0].name}' and '{st.name}'",
@@ -223,7 +94,7 @@ class _Expander:
                 self.col.issues.extend(exc.issues)
             else:
                 message, hint = unknown_name("component", fill.component, self.library.component_files)
-                _add(self.col, fill.where, message, hint=hint)
+                add_issue(self.col, fill.where, message, hint=hint)
             return None
         if self.phase == "decode" and comp.decode_variant:
             return self.component(SlotFill(comp.decode_variant, fill.path, fill.rename, fill.where))
@@ -242,7 +113,7 @@ class _Expander:
         where: Where,
     ) -> dict[str, Ref]:
         if len(bound_inputs) != len(comp.inputs):
-            _add(
+            add_issue(
                 self.col,
                 where,
                 f"component '{comp.name}' takes {len(comp.inputs)} input(s) ({', '.join(comp.inputs)})",
@@ -271,49 +142,9 @@ class _Expander:
             # a path starting with "/" is a module of the model root (_under)
             path = _under(path_prefix, local) if local else path_prefix.rstrip(".")
             if node.slot is not None:
-                fill = fills.get(node.slot)
-                if fill is None:
-                    _add(
-                        self.col,
-                        where,
-                        f"slot '{node.slot}' of '{comp.name}' is not filled",
-                        hint=f"add '{node.slot}: <component>' to the model's components or to this template",
-                    )
-                    continue
-                sub = self.component(fill)
-                if sub is None:
-                    continue
-                accepted = comp.slots.get(node.slot, [])
-                if accepted and sub.role not in accepted:
-                    _add(
-                        self.col,
-                        fill.where,
-                        f"component '{sub.name}' has role '{sub.role}' but slot '{node.slot}' of '{comp.name}' takes {' | '.join(accepted)}",
-                        expected=" | ".join(accepted),
-                        got=sub.role,
-                    )
-                sub_path = _rename(_first_path(fill.path, node.path, node.name), rename)
-                outs = self.expand_component(
-                    sub,
-                    f"{uid}.",
-                    f"{_under(path_prefix, sub_path)}." if sub_path else path_prefix,
-                    inputs,
-                    fills,
-                    fill.rename,
-                    stack,
-                    template,
-                    fill.where,
-                )
-                if len(sub.outputs) != 1:
-                    _add(
-                        self.col,
-                        fill.where,
-                        f"component '{sub.name}' fills a slot, so it must have exactly one output",
-                        expected="1 output",
-                        got=str(sub.outputs),
-                    )
-                if sub.outputs and sub.outputs[0] in outs:
-                    scope[name] = outs[sub.outputs[0]]
+                out = self.expand_slot(comp, node, uid, path_prefix, inputs, fills, rename, stack, template, where)
+                if out is not None:
+                    scope[name] = out
                 continue
             role = node.role or ((_default_role(node) or comp.role) if container else comp.role)
             self.nodes.append(
@@ -341,129 +172,62 @@ class _Expander:
             scope[name] = Ref("node", uid)
         return {o: scope[o] for o in comp.outputs if o in scope}
 
-    # -- streams ----------------------------------------------------------------------
-    def stream_ref(self, name: str, comp: ComponentSpec, stack: str | None) -> Ref | None:
-        """The stream a component reads by name: declared on its own stack or on one that ran."""
-        where = comp.where.get("reads", Where(comp.file, None, None, "$.reads"))
-        if name not in self.declared:
-            carried = {
-                n for st in self.model.stacks.values() for n, ss in st.stream_specs.items() if ss.kind == "carried"
-            }
-            if name in carried:
-                _add(
-                    self.col,
-                    where,
-                    f"component '{comp.name}' reads the carried stream '{name}', which enters a block as its input",
-                    hint="'reads:' names a stack's internal or append streams; the carried value is the first input",
-                )
-                return None
-            message, hint = unknown_name("stream", name, self.declared)
-            _add(
+    def expand_slot(
+        self,
+        comp: ComponentSpec,
+        node: NodeSpec,
+        uid: str,
+        path_prefix: str,
+        inputs: list[Ref],
+        fills: dict[str, SlotFill],
+        rename: dict[str, str],
+        stack: str | None,
+        template: str | None,
+        where: Where,
+    ) -> Ref | None:
+        """A slot node: the component filling it, expanded in place (its one output)."""
+        fill = fills.get(node.slot)
+        if fill is None:
+            add_issue(
                 self.col,
                 where,
-                f"component '{comp.name}' reads {message}",
-                hint=(hint if self.declared else "no stack declares streams besides its carried one")
-                + f"; declare it on the stack: streams: {{ {name}: {{ from: <slot.node path>, src: … }} }}",
+                f"slot '{node.slot}' of '{comp.name}' is not filled",
+                hint=f"add '{node.slot}: <component>' to the model's components or to this template",
             )
             return None
-        owner = self.declared[name][0].name
-        if owner != stack and owner not in self.expanded_stacks:
-            _add(
+        sub = self.component(fill)
+        if sub is None:
+            return None
+        accepted = comp.slots.get(node.slot, [])
+        if accepted and sub.role not in accepted:
+            add_issue(
                 self.col,
-                where,
-                f"component '{comp.name}' (stack '{stack}') reads stream '{name}' of stack '{owner}', which runs later",
-                hint=f"a stream is read after its stack runs: put stack '{owner}' before '{stack}' in the model graph",
+                fill.where,
+                f"component '{sub.name}' has role '{sub.role}' but slot '{node.slot}' of '{comp.name}' takes {' | '.join(accepted)}",
+                expected=" | ".join(accepted),
+                got=sub.role,
             )
-            return None
-        return Ref("stream", owner, name)
-
-    def stream_layers(self, spec: StreamSpec, layers: int, stack: str) -> list[int] | None:
-        """The layers an append stream archives: [i, …], 'a:b[:step]', 'all' or {every: k}."""
-        raw = spec.layers
-        where = spec.keys_where.get(spec.at, spec.where)
-        if raw == "all":
-            return list(range(layers))
-        if isinstance(raw, dict) and set(raw) == {"every"}:
-            k = self.bound_int(str(raw["every"]))
-            if k is not False and k > 0:
-                return list(range(k - 1, layers, k)) if spec.at == "after" else list(range(0, layers, k))
-            idx = None
-        elif _is_config_list(raw):
-            idx = self.config_layers(raw, where)
-            if idx is None:
-                return None
-        else:
-            idx = _layer_indices(raw, layers, self.bound_int)
-        if idx is None:
-            _add(
-                self.col,
-                where,
-                f"stream '{spec.name}': '{spec.at}:' takes the layers to archive",
-                expected="[i, …], 'a:b[:step]', all, {every: k} (every k-th layer) or {from: config.<list>, base: 0|1}",
-                got=type_name(raw),
-            )
-            return None
-        bad = [i for i in idx if not 0 <= i < layers]
-        twice = sorted({i for i in idx if idx.count(i) > 1})
-        if bad or twice:
-            _add(
-                self.col,
-                where,
-                f"stream '{spec.name}' archives "
-                + (f"layer {bad[0]}, outside 0..{layers - 1} of stack '{stack}'" if bad else f"layer {twice[0]} twice"),
-                expected=f"distinct layers in 0..{layers - 1}",
-                got=str(bad[0] if bad else twice[0]),
-            )
-            return None
-        return sorted(idx)
-
-    def config_layers(self, raw: dict, where: Where) -> list[int] | None:
-        """``{from: config.<list of layer numbers>, base: b}``: the layers a config lists by
-        number (``base: 1`` when the config counts layers from 1, as Kimi-K3's
-        linear_attn_config.full_attn_layers does), as 0-based indices.  The config stays the
-        one source of the numbers."""
-        from archsql.schema.expr import eval_binding
-
-        form = "{from: config.<list of layer numbers>, base: 0 | 1}"
-        if set(raw) - {"from", "base"} or not str(raw.get("from", "")).startswith("config."):
-            _add(self.col, where, f"layers from the config are {form}", got=", ".join(sorted(map(str, raw))))
-            return None
-        base = raw.get("base", 0)
-        if base not in (0, 1) or isinstance(base, bool):
-            _add(
-                self.col,
-                where,
-                "base: is the number the config gives the first layer",
-                expected="0 or 1",
-                got=repr(base),
-            )
-            return None
-        try:
-            values = eval_binding(raw["from"], self.config)
-        except KeyError as exc:
-            key, hint = exc.args
-            _add(self.col, where, f"config key '{key}' is missing", hint=hint)
-            return None
-        if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            _add(
-                self.col,
-                where,
-                f"{raw['from']} must be a list of layer numbers",
-                expected="a list of integers",
-                got=type_name(values),
-            )
-            return None
-        return [v - base for v in values]
-
-    def history_streams(self, stack: str, reads) -> list[str]:
-        """Append streams of ``stack`` read whole (all / concat) by the reads given: their
-        length grows with the reading layer."""
-        names = {r[1] for r in reads}
-        return sorted(
-            n
-            for n in names
-            if n in self.streams and self.streams[n].stack == stack and self.streams[n].spec.read in ("all", "concat")
+        sub_path = _rename(_first_path(fill.path, node.path, node.name), rename)
+        outs = self.expand_component(
+            sub,
+            f"{uid}.",
+            f"{_under(path_prefix, sub_path)}." if sub_path else path_prefix,
+            inputs,
+            fills,
+            fill.rename,
+            stack,
+            template,
+            fill.where,
         )
+        if len(sub.outputs) != 1:
+            add_issue(
+                self.col,
+                fill.where,
+                f"component '{sub.name}' fills a slot, so it must have exactly one output",
+                expected="1 output",
+                got=str(sub.outputs),
+            )
+        return outs.get(sub.outputs[0]) if sub.outputs else None
 
     # -- per-template dims ------------------------------------------------------------
     def substituted(self, dims: dict[str, Any]) -> dict[str, Any]:
@@ -494,12 +258,14 @@ class _Expander:
         for dim, value in raw.items():
             if dim not in self.library.dims:
                 message, hint = unknown_name("dim", str(dim), self.library.dims)
-                _add(self.col, where[dim], message, hint=f"{hint} (new dims are declared in archsql/specs/dims.yaml)")
+                add_issue(
+                    self.col, where[dim], message, hint=f"{hint} (new dims are declared in archsql/specs/dims.yaml)"
+                )
                 continue
             try:
                 parse_dim_expr(value, self.symbols)
             except ExprSyntaxError as exc:
-                _add(
+                add_issue(
                     self.col,
                     where[dim],
                     f"template '{template}' dims.{dim}: {exc}",
@@ -513,7 +279,7 @@ class _Expander:
     def check_overrides_used(self, template: str) -> None:
         for dim in self.model.template_dims.get(template, {}):
             if dim in self.subst and dim not in self.subst_used:
-                _add(
+                add_issue(
                     self.col,
                     self.model.template_dims_where[template][dim],
                     f"template '{template}' overrides dim '{dim}', which none of its nodes uses",
@@ -573,7 +339,7 @@ class _Expander:
         outputs = {o: scope[o] for o in model.outputs if o in scope}
         unused = [t for t in model.templates if t not in self.scheduled]
         if unused and not self.col.issues:
-            _add(
+            add_issue(
                 self.col,
                 model.templates_where[unused[0]],
                 f"template '{unused[0]}' is declared but no stack schedules it",
@@ -587,137 +353,6 @@ class _Expander:
         if not self.col.issues:
             program.nodes = self.dataflow_order(program)
         return program
-
-    def check_stream(self, program: Program, stream: StreamIR) -> None:
-        """Producers, readers and their layers: a stream nobody produces or reads, a reader
-        before any producer, a read: each with more readers than elements — located at the
-        stream's declaration in the model."""
-        spec, st = stream.spec, program.stacks[stream.stack]
-        at = spec.keys_where.get
-
-        def issue(key: str, message: str, **kw) -> None:
-            _add(self.col, at(key, spec.where), message, **kw)
-
-        uids = {n.uid for n in self.nodes}
-        stream.readers = list(dict.fromkeys((u, stk, t) for u, name, stk, t in self.reads if name == spec.name))
-        if stream.from_carried:
-            if spec.kind == "internal":
-                issue(
-                    "from",
-                    f"stream '{spec.name}' reads the carried stream '{stream.carried}', which every layer already "
-                    "passes to the next: to read chosen layers' values later, archive them",
-                    hint=f"use an append stream: {{ from: {stream.carried}, after: [i, …], read: each | all | concat }}",
-                )
-                return
-        else:
-            templates = list(dict.fromkeys(st.schedule))
-            producers = [t for t in templates if f"{stream.stack}/{t}/{spec.source}" in uids]
-            if not producers:
-                paths = {n.uid.split("/", 2)[2] for n in self.nodes if n.stack == stream.stack}
-                issue(
-                    "from",
-                    f"stream '{spec.name}' has no producer: no template of stack '{stream.stack}' has node "
-                    f"'{spec.source}'",
-                    hint=did_you_mean(spec.source, paths)
-                    or "from: names a node as <slot>.<node>, its uid without '<stack>/<template>/' "
-                    "(e.g. self_attn.index_topk), or the carried stream",
-                )
-                return
-            if spec.at == "before":
-                issue(
-                    "before",
-                    f"stream '{spec.name}' archives node '{spec.source}' at layer entry, before the node runs",
-                    hint=f"'before:' archives the carried stream ({stream.carried}) entering a layer; "
-                    "a node's value is archived with 'after: [i, …]'",
-                )
-                return
-            if spec.kind == "internal":
-                stream.layers = [i for i, t in enumerate(st.schedule) if t in producers]
-            missing = [i for i in stream.layers if st.schedule[i] not in producers]
-            if missing:
-                issue(
-                    spec.at,
-                    f"stream '{spec.name}' archives layer {missing[0]}, whose template '{st.schedule[missing[0]]}' "
-                    f"has no node '{spec.source}'",
-                    hint=f"archive only layers of templates {', '.join(producers)}",
-                )
-                return
-        if not stream.readers:
-            issue(
-                "from",
-                f"stream '{spec.name}' has no reader",
-                hint=f"read it in a component ('reads: [{spec.name}]' and 'in: [..., {spec.name}]') or in the model "
-                f"graph ('in: <stack node>.{spec.name}'), or remove it",
-            )
-            return
-        name = spec.name
-        if spec.kind == "internal":
-            for _, stack, template in stream.readers:
-                if stack != stream.stack:
-                    continue
-                for j in program.template_layer_list(stack, template):
-                    if not stream.elements(program, stack, j):
-                        first = stream.layers[0]
-                        issue(
-                            "from",
-                            f"layer {j} (template '{template}') of stack '{stack}' reads stream '{name}' before any "
-                            f"layer produces it (first producer: layer {first}, template '{st.schedule[first]}')",
-                            hint="an internal stream is read by a LATER layer: schedule a producing template first, "
-                            "or give the early layers a template that produces its own value",
-                        )
-                        return
-            return
-        archived = ", ".join(map(str, stream.layers))
-        if spec.read == "each":
-            outside = [u for u, stack, _ in stream.readers if stack is None]
-            if outside:
-                issue(
-                    "read",
-                    f"node '{outside[0]}' reads stream '{name}' (read: each) outside any stack",
-                    hint="read: each gives the j-th archived element to the j-th reading layer; a model-graph node "
-                    "reads the whole archive: read: concat or read: all",
-                )
-                return
-            order = stream.reading_layers(program)
-            n, m = len(order), len(stream.layers)
-            if n != m:
-                issue(
-                    "read",
-                    f"stream '{name}' (read: each) is read by {n} layer(s) but archives {m} element(s)"
-                    + (f" ({spec.at} layers {archived})" if m else ""),
-                    expected=f"{m} reading layer(s), the j-th reading the j-th element",
-                    got=f"{n} reading layers: " + ", ".join(f"{stk} {j}" for stk, j in order[:8]),
-                    hint=(
-                        f"archive one element per reading layer ({spec.at}: [i, …] with {n} layers), "
-                        "or read the whole archive: read: all | concat"
-                        if n > m
-                        else f"archive only what is read ({spec.at}: [i, …] with {n} layers)"
-                    ),
-                )
-                return
-            for (stack, j), i in zip(order, stream.layers, strict=True):
-                if stack == stream.stack and (i >= j if spec.at == "after" else i > j):
-                    issue(
-                        "read",
-                        f"layer {j} of stack '{stack}' reads element {order.index((stack, j))} of stream '{name}', "
-                        f"archived {spec.at} layer {i}, which has not run yet",
-                        hint="the j-th reading layer must come after the j-th archived layer",
-                    )
-                    return
-            return
-        for _, stack, template in stream.readers:
-            if stack != stream.stack:
-                continue
-            for j in program.template_layer_list(stack, template):
-                if not stream.elements(program, stack, j):
-                    issue(
-                        spec.at,
-                        f"layer {j} (template '{template.split('@')[0]}') of stack '{stack}' reads stream '{name}' "
-                        f"(read: {spec.read}) before anything is archived ({spec.at} layers {archived})",
-                        hint=f"archive a layer before the first reader ({spec.at}: [i, …]), or schedule "
-                        "a template that does not read it for the early layers",
-                    )
-                    return
 
     def dataflow_order(self, program: Program) -> list[IRNode]:
         """The nodes with every stream producer before its readers (a stable topological
@@ -752,7 +387,7 @@ class _Expander:
             reader = next(n for n in stuck if any(r.kind == "stream" and not program.is_carried(r) for r in n.inputs))
             name = next(r.stream for r in reader.inputs if r.kind == "stream" and not program.is_carried(r))
             spec = program.streams[name].spec
-            _add(
+            add_issue(
                 self.col,
                 spec.keys_where.get("from", spec.where),
                 f"stream '{name}' feeds its own producer: '{reader.uid}' reads it and the producer depends on it",
@@ -767,10 +402,10 @@ class _Expander:
         spec = model.stacks.get(node.stack)
         if spec is None:
             message, hint = unknown_name("stack", node.stack, model.stacks)
-            _add(self.col, node.where, message, hint=hint or "declare it under 'stacks:'")
+            add_issue(self.col, node.where, message, hint=hint or "declare it under 'stacks:'")
             return None
         if not inputs:
-            _add(
+            add_issue(
                 self.col,
                 node.where,
                 "a stack node reads its carried stream's initial value first (then values every layer reads)",
@@ -780,7 +415,7 @@ class _Expander:
             return None
         carried = [n for n, st in spec.stream_specs.items() if st.kind == "carried"]
         if not carried:
-            _add(
+            add_issue(
                 self.col,
                 spec.where,
                 "a stack needs exactly one carried stream (the residual)",
@@ -794,7 +429,7 @@ class _Expander:
                 repeat_expr.xreplace({self.symbols[k]: sympy.Integer(v) for k, v in self.dims.items()})
             )
         except ExprSyntaxError as exc:
-            _add(
+            add_issue(
                 self.col,
                 spec.keys_where.get("repeat", spec.where),
                 f"repeat of stack '{spec.name}': {exc}",
@@ -804,7 +439,7 @@ class _Expander:
             return None
         if not layers.is_Integer or int(layers) < 0:
             missing = sorted(str(s) for s in layers.free_symbols)
-            _add(
+            add_issue(
                 self.col,
                 spec.keys_where.get("repeat", spec.where),
                 f"repeat of stack '{spec.name}' must bind to an integer >= 0",
@@ -814,7 +449,7 @@ class _Expander:
             )
             return None
         layers = int(layers)
-        self.scheduled |= _templates_named(spec.schedule)
+        self.scheduled |= templates_named(spec.schedule)
         schedule = self.schedule(spec, layers) if layers else []
         if schedule is None:
             return None
@@ -855,7 +490,7 @@ class _Expander:
         self.expanded_stacks.add(spec.name)
         first = self.bound_int(str(spec.first_layer))
         if first is False or first < 0:
-            _add(
+            add_issue(
                 self.col,
                 spec.keys_where.get("first_layer", spec.where),
                 f"first_layer of stack '{spec.name}' must bind to an integer >= 0",
@@ -870,7 +505,7 @@ class _Expander:
         fills = {**self.model.components, **self.model.templates[template]}
         block = fills.get("block")
         if block is None:
-            _add(
+            add_issue(
                 self.col,
                 self.model.templates_where[template],
                 f"template '{template}' has no 'block' component",
@@ -898,220 +533,6 @@ class _Expander:
             return outs[comp.outputs[0]]
         return None
 
-    def bound_int(self, text: str):
-        """A dim expression bound to an integer, or False."""
-        try:
-            value = parse_dim_expr(text.strip(), self.symbols).xreplace(
-                {self.symbols[k]: sympy.Integer(v) for k, v in self.dims.items()}
-            )
-        except ExprSyntaxError:
-            return False
-        return int(value) if value.is_Integer else False
-
-    def schedule_from_config(self, spec: StackSpec, raw: dict, layers: int, where: Where) -> list[str] | None:
-        """``{from: config.<per-layer list or pattern string>, map: {value: template}}``: one
-        template per listed value; every value the config lists must be mapped.  ``from:`` may
-        list several per-layer lists (e.g. attention type and dense/MoE); a layer's value is
-        then its values joined by ',' (``map: {"0,1": full_moe}``)."""
-        from archsql.schema.expr import eval_binding
-
-        keys = set(raw)
-        if keys != {"from", "map"} or not isinstance(raw.get("map"), dict):
-            _add(
-                self.col,
-                where,
-                "a schedule from the config is {from: config.<list> (or a list of them), map: {value: template}}",
-                got=", ".join(sorted(map(str, keys))),
-            )
-            return None
-        sources = raw["from"] if isinstance(raw["from"], list) else [raw["from"]]
-        label = " × ".join(map(str, sources))
-        columns = []
-        for source in sources:
-            try:
-                values = eval_binding(source, self.config) if str(source).startswith("config.") else None
-            except KeyError as exc:
-                key, hint = exc.args
-                _add(self.col, where, f"config key '{key}' is missing", hint=hint)
-                return None
-            if isinstance(values, str):
-                values = list(values)
-            if not isinstance(values, list):
-                _add(
-                    self.col,
-                    where,
-                    "schedule 'from:' must name a per-layer list (or pattern string) of the config",
-                    got=type_name(values),
-                )
-                return None
-            if len(values) != layers:
-                _add(
-                    self.col,
-                    where,
-                    f"{source} lists {len(values)} layers, the stack repeats {layers}",
-                    expected=str(layers),
-                    got=str(len(values)),
-                )
-                return None
-            columns.append(values)
-        values = [",".join(str(v) for v in row) for row in zip(*columns, strict=True)]
-        mapping = {str(k): v for k, v in raw["map"].items()}
-        missing = sorted({str(v) for v in values} - set(mapping))
-        if missing:
-            _add(
-                self.col,
-                where,
-                f"schedule does not cover config value(s) {', '.join(map(repr, missing))} of {label}",
-                hint="map every value the config lists to a template: "
-                + ", ".join(f"{m!r}: <template>" for m in missing),
-            )
-            return None
-        unknown = sorted({t for t in mapping.values() if t not in self.model.templates})
-        if unknown:
-            message, hint = unknown_name("template", unknown[0], self.model.templates)
-            _add(self.col, where, message, hint=hint)
-            return None
-        return [mapping[str(v)] for v in values]
-
-    def schedule(self, spec: StackSpec, layers: int) -> list[str] | None:
-        templates = self.model.templates
-        raw = spec.schedule
-        where = spec.keys_where.get("schedule", spec.where)
-        result: list[str | None] = [None] * layers
-        if isinstance(raw, dict):
-            return self.schedule_from_config(spec, raw, layers, where)
-        entries = [{"template": raw, "layers": f"0:{layers}"}] if isinstance(raw, str) else raw
-        if not isinstance(entries, list):
-            _add(
-                self.col,
-                where,
-                "schedule must be a template name or a list of {template, layers}",
-                expected="string or list",
-                got=type_name(raw),
-            )
-            return None
-        ok = True
-        # `layers: rest` takes every layer no other entry names (so it is filled last)
-        for i, entry in sorted(enumerate(entries), key=lambda e: _is_rest(e[1])):
-            p = f"{where.path}[{i}]" if not isinstance(raw, str) else where.path
-            line, column = raw.item_pos(i) if isinstance(raw, LocList) else (where.line, where.column)
-            at = Where(getattr(raw, "file", None) or where.file, line, column, p)
-            if not isinstance(entry, dict) or set(entry) - {"template", "layers"} or "template" not in entry:
-                _add(
-                    self.col,
-                    at,
-                    "a schedule entry maps template and layers",
-                    expected="{template: NAME, layers: [i, …] | 'a:b'}",
-                    got=type_name(entry),
-                )
-                ok = False
-                continue
-            tname = entry["template"]
-            if tname not in templates:
-                message, hint = unknown_name("template", str(tname), templates)
-                _add(self.col, at, message, hint=hint)
-                ok = False
-                continue
-            if _is_rest(entry):
-                idx = [layer for layer, t in enumerate(result) if t is None]
-            elif _is_config_list(entry.get("layers")):
-                idx = self.config_layers(entry["layers"], Where(at.file, at.line, at.column, f"{p}.layers"))
-                if idx is None:
-                    ok = False
-                    continue
-            else:
-                idx = _layer_indices(entry.get("layers", f"0:{layers}"), layers, self.bound_int)
-            if idx is None:
-                _add(
-                    self.col,
-                    Where(at.file, at.line, at.column, f"{p}.layers"),
-                    "layers must be a list of layer indices, a slice 'a:b', a config list or 'rest'",
-                    expected="[i, …], 'a:b[:step]', {from: config.<index list>, base: 0|1} "
-                    "or 'rest' (every layer no other entry names)",
-                    got=type_name(entry.get("layers")),
-                )
-                ok = False
-                continue
-            for layer in idx:
-                if not 0 <= layer < layers:
-                    _add(
-                        self.col,
-                        at,
-                        f"layer {layer} is outside 0..{layers - 1}",
-                        expected=f"0..{layers - 1}",
-                        got=str(layer),
-                    )
-                    ok = False
-                elif result[layer] is not None:
-                    _add(
-                        self.col,
-                        at,
-                        f"layer {layer} is scheduled twice ({result[layer]} and {tname})",
-                        hint="every layer needs exactly one template",
-                    )
-                    ok = False
-                else:
-                    result[layer] = tname
-        missing = [i for i, t in enumerate(result) if t is None]
-        if ok and missing:
-            _add(
-                self.col,
-                where,
-                f"schedule of stack '{spec.name}' does not cover layers {_ranges(missing)}",
-                expected=f"layers 0..{layers - 1} (repeat = {layers})",
-                got=f"{layers - len(missing)} scheduled",
-                hint="every layer needs exactly one template; add an entry for the missing layers",
-            )
-            ok = False
-        return result if ok else None  # type: ignore[return-value]
-
-
-def stack_stream_names(model: ModelSpec) -> dict[str, list[str]]:
-    """Model-graph stack node → the internal / append streams its stack declares (read in
-    the model graph as ``<stack node>.<stream>``)."""
-    out: dict[str, list[str]] = {}
-    for name, node in model.graph.items():
-        st = model.stacks.get(node.stack) if node.stack else None
-        if st is not None:
-            out[name] = [n for n, ss in st.stream_specs.items() if ss.kind != "carried"]
-    return out
-
-
-def _templates_named(raw: Any) -> set[str]:
-    """Template names a schedule spec mentions (string, entries, or a config map)."""
-    if isinstance(raw, str):
-        return {raw}
-    if isinstance(raw, dict) and isinstance(raw.get("map"), dict):
-        return {str(v) for v in raw["map"].values()}
-    if isinstance(raw, list):
-        return {str(e.get("template")) for e in raw if isinstance(e, dict)}
-    return set()
-
-
-def _is_rest(entry: Any) -> bool:
-    return isinstance(entry, dict) and entry.get("layers") == "rest"
-
-
-def _is_config_list(raw: Any) -> bool:
-    return isinstance(raw, dict) and "from" in raw
-
-
-def _layer_indices(raw: Any, layers: int, bound_int) -> list[int] | None:
-    """A list of indices, or a slice 'a:b[:step]' whose bounds are dim expressions
-    (e.g. '0:first_k_dense', 'first_k_dense:')."""
-    if isinstance(raw, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
-        return list(raw)
-    if isinstance(raw, str) and raw.count(":") in (1, 2):
-        bounds = [bound_int(b) if b.strip() else None for b in raw.split(":")]
-        if any(b is False for b in bounds):
-            return None
-        return list(range(layers))[slice(*bounds)]
-    return None
-
-
-def _ranges(idx: list[int]) -> str:
-    return ", ".join(str(i) for i in idx[:8]) + (" …" if len(idx) > 8 else "")
-
 
 def _default_role(node: NodeSpec) -> str | None:
     from archsql.evaluator.primitives.base import registry
@@ -1125,4 +546,4 @@ def expand(model: ModelSpec, library, dims: dict[str, int], phase: str, col: Col
     return _Expander(model, library, dims, phase, col, config or {}).run()
 
 
-__all__ = ["IRNode", "Issue", "Program", "Ref", "StackIR", "StreamIR", "did_you_mean", "expand", "stack_stream_names"]
+__all__ = ["expand"]

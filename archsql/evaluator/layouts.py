@@ -155,29 +155,39 @@ def _size(axis) -> int | None:
 
 def propagate(walk: Walk) -> dict[str, NodeLayout]:
     """Layouts of every node output and weight, with the inferred collectives."""
-    program = walk.program
-    results = walk.results
-    layouts: dict[str, NodeLayout] = {}
-    stream_in: dict[str, Layout] = {}
+    inputs = _InputLayouts(walk)
+    for uid, res in walk.results.items():
+        inputs.layouts[uid] = _NodeStep(walk, res, inputs).run()
+    return inputs.layouts
 
-    def layout_of(ref, node) -> Layout:
+
+class _InputLayouts:
+    """The layouts decided so far, and the layout each input reference is read in."""
+
+    def __init__(self, walk: Walk):
+        self.program, self.results = walk.program, walk.results
+        self.layouts: dict[str, NodeLayout] = {}
+        self.stream_in: dict[str, Layout] = {}
+
+    def layout_of(self, ref, node) -> Layout:
         if ref.kind == "input":
             return Layout(((0, DP),))  # requests are split over data-parallel ranks
         if ref.kind == "node":
-            return layouts[ref.name].out if ref.name in layouts else REPLICATED
-        st = program.stacks[ref.name]
+            return self.layouts[ref.name].out if ref.name in self.layouts else REPLICATED
+        st = self.program.stacks[ref.name]
         if ref.stream != st.stream:  # internal / append stream: as its first value, history axis inserted
-            return _stream_layout(ref, node)
+            return self.stream_layout(ref, node)
         if node.stack == ref.name:
-            return stream_in.setdefault(ref.name, layout_of(st.input, node))
-        return layout_of(st.input, node) if not st.schedule else _residual(layout_of(st.input, node))
+            return self.stream_in.setdefault(ref.name, self.layout_of(st.input, node))
+        return self.layout_of(st.input, node) if not st.schedule else _residual(self.layout_of(st.input, node))
 
-    def _stream_layout(ref, node) -> Layout:
-        reads = [e for _, refs in program.stream_reads(ref, node) for e in refs]
+    def stream_layout(self, ref, node) -> Layout:
+        reads = [e for _, refs in self.program.stream_reads(ref, node) for e in refs]
         if not reads:
             return REPLICATED
-        lay = layout_of(reads[0], node)
-        spec = program.streams[ref.stream].spec
+        lay = self.layout_of(reads[0], node)
+        spec = self.program.streams[ref.stream].spec
+        results = self.results
         rank = len(results[reads[0].name].shape) if reads[0].kind == "node" and reads[0].name in results else None
         if spec.read == "all" and rank is not None:  # the new history axis shifts the axes after it
             shape = results[reads[0].name].shape
@@ -188,139 +198,187 @@ def propagate(walk: Walk) -> dict[str, NodeLayout]:
             return Layout(tuple((a, g) for a, g in lay.sharded if a != join), lay.partial)
         return lay
 
-    def _parts_of(ref) -> dict[int, Parts]:
-        if ref.kind == "node" and ref.name in layouts:
-            return {axis: p for (tensor, axis), p in layouts[ref.name].parts.items() if tensor == "out"}
+    def parts_of(self, ref) -> dict[int, Parts]:
+        if ref.kind == "node" and ref.name in self.layouts:
+            return {axis: p for (tensor, axis), p in self.layouts[ref.name].parts.items() if tensor == "out"}
         return {}
 
-    for uid, res in results.items():
-        node = res.node
-        prim = get_primitive(node.op)()
-        ctx = Ctx(res.params, res.ins, uid, out=res.shape, phase=program.phase)
-        ins = [layout_of(ref, node) for ref in node.inputs]
-        ins = cpar.split_inputs(program.phase, node.inputs, res.ins, ins, Layout)
-        collectives: list[Collective] = []
-        for port, lay in enumerate(ins):  # 0. a pending log-sum-exp merge (context parallel) resolves here
-            if cpar.CP in lay.partial:
-                collectives += cpar.merge_collectives(port, res.ins[port], Layout(lay.sharded), Collective, _numel)
-                ins[port] = Layout(lay.sharded, lay.partial - {cpar.CP})
-        weights, weight_axis_parts = weight_placements(res, walk)
-        contraction = prim.contraction(ctx)
 
-        # 1. pending sums must be reduced unless the op is linear in that input
-        # — and a linear op passes a pending sum only when every device applies the same op:
-        # a weight split over the pending group makes each device's op different
-        split_by_weight = {g for w in weights.values() for _, g in w.sharded}
-        passes = prim.partial_passes or (node.op == "add" and _all_partial_alike(ins))
-        for port, lay in enumerate(ins):
+class _NodeStep:
+    """The layout of one node, decided in named steps: the inputs as consumed (pending
+    merges and sums resolved, axes the op needs whole gathered), the contraction with a
+    sharded weight, the tokens routed to experts, then the output through the DimMap."""
+
+    def __init__(self, walk: Walk, res: NodeResult, inputs: _InputLayouts):
+        node = res.node
+        self.walk, self.res, self.phase = walk, res, walk.program.phase
+        self.prim = get_primitive(node.op)()
+        self.ctx = Ctx(res.params, res.ins, node.uid, out=res.shape, phase=self.phase)
+        ins = [inputs.layout_of(ref, node) for ref in node.inputs]
+        self.ins = cpar.split_inputs(self.phase, node.inputs, res.ins, ins, Layout)
+        self.in_parts = [inputs.parts_of(ref) for ref in node.inputs]
+        self.collectives: list[Collective] = []
+        self.weights, self.weight_axis_parts = weight_placements(res, walk)
+        self.contraction = self.prim.contraction(self.ctx)
+        self.partial: set[str] = set()
+        self.weight_out: dict[int, str] = {}  # output axis → the group splitting the weight axis it comes from
+        self.part_segments: dict[int, Parts] = {}
+
+    def run(self) -> NodeLayout:
+        self.merge_context_partials()
+        self.reduce_partials()
+        self.gather_whole_axes()
+        dimmap = self.prim.dimmap(self.ctx)
+        self.gather_straddled_parts(dimmap)
+        self.partial = set().union(*(lay.partial for lay in self.ins)) if self.ins else set()
+        self.contract_with_weight()
+        self.route_tokens()
+        self.collectives += cpar.kernel_collectives(self.prim, self.ctx, self.res, self.ins, Collective, _numel)
+        sharded, parts = self.output_axes(dimmap)
+        return self.node_layout(sharded, parts)
+
+    def gather(self, port: int, axis: int) -> None:
+        lay = self.ins[port]
+        self.collectives.append(Collective("all_gather", lay.group_of(axis), port, _numel(self.res.ins[port]), lay))
+        self.ins[port] = Layout(tuple((a, h) for a, h in lay.sharded if a != axis), lay.partial)
+
+    # 0. a pending log-sum-exp merge (context parallel) resolves here
+    def merge_context_partials(self) -> None:
+        for port, lay in enumerate(self.ins):
+            if cpar.CP in lay.partial:
+                self.collectives += cpar.merge_collectives(
+                    port, self.res.ins[port], Layout(lay.sharded), Collective, _numel
+                )
+                self.ins[port] = Layout(lay.sharded, lay.partial - {cpar.CP})
+
+    # 1. pending sums must be reduced unless the op is linear in that input
+    def reduce_partials(self) -> None:
+        """— and a linear op passes a pending sum only when every device applies the same op:
+        a weight split over the pending group makes each device's op different."""
+        split_by_weight = {g for w in self.weights.values() for _, g in w.sharded}
+        passes = self.prim.passes_partial([lay.partial for lay in self.ins])
+        for port, lay in enumerate(self.ins):
             due = lay.partial & split_by_weight if passes else lay.partial
             for g in sorted(due):
-                collectives.append(Collective("all_reduce", g, port, _numel(res.ins[port]), Layout(lay.sharded)))
+                self.collectives.append(
+                    Collective("all_reduce", g, port, _numel(self.res.ins[port]), Layout(lay.sharded))
+                )
             if due:
-                ins[port] = Layout(lay.sharded, lay.partial - due)
-        in_parts = [_parts_of(ref) for ref in node.inputs]
+                self.ins[port] = Layout(lay.sharded, lay.partial - due)
 
-        def gather(port: int, axis: int, ins=ins, collectives=collectives, res=res) -> None:
-            lay = ins[port]
-            collectives.append(Collective("all_gather", lay.group_of(axis), port, _numel(res.ins[port]), lay))
-            ins[port] = Layout(tuple((a, h) for a, h in lay.sharded if a != axis), lay.partial)
-
-        # 2. axes the op reduces over, or joins (concat), must be whole
+    # 2. axes the op reduces over, or joins (concat), must be whole
+    def gather_whole_axes(self) -> None:
+        prim, res = self.prim, self.res
         whole_ports = prim.whole_last_axis_ports
         if prim.needs_whole_last_axis or prim.shape_kind == "axis_concat":
-            for port in range(len(ins)) if whole_ports is None else whole_ports:
+            for port in range(len(self.ins)) if whole_ports is None else whole_ports:
                 last = len(res.ins[port]) - 1
-                g = ins[port].group_of(last)
+                g = self.ins[port].group_of(last)
                 if g is not None and not cpar.keeps_split(prim, res.ins[port], last, g):
-                    gather(port, last)
-        dimmap = prim.dimmap(ctx)
-        # a part of a sharded axis stays sharded only when it is whole segments of it; a fused
-        # axis split into several new axes (a reshape across segments) must be whole
-        part_segments: dict[int, Parts] = {}
+                    self.gather(port, last)
+
+    def gather_straddled_parts(self, dimmap) -> None:
+        """A part of a sharded axis stays sharded only when it is whole segments of it; a fused
+        axis split into several new axes (a reshape across segments) must be whole."""
         for out_axis, spec in enumerate(dimmap):
-            if isinstance(spec, Part | Split) and ins[spec.port].group_of(spec.axis) is not None:
-                whole = _size(res.ins[spec.port][spec.axis])
-                have = in_parts[spec.port].get(spec.axis)
+            if isinstance(spec, Part | Split) and self.ins[spec.port].group_of(spec.axis) is not None:
+                whole = _size(self.res.ins[spec.port][spec.axis])
+                have = self.in_parts[spec.port].get(spec.axis)
                 if isinstance(spec, Part):
-                    part_segments[out_axis] = _part_of(spec, whole, have)
-                    if part_segments[out_axis] is None:
-                        gather(spec.port, spec.axis)
+                    self.part_segments[out_axis] = _part_of(spec, whole, have)
+                    if self.part_segments[out_axis] is None:
+                        self.gather(spec.port, spec.axis)
                 elif isinstance(have, tuple):
-                    gather(spec.port, spec.axis)
-        partial = set().union(*(lay.partial for lay in ins)) if ins else set()
-        # 3. contraction with a sharded weight
-        weight_out: dict[int, str] = {}
-        if contraction is not None and res.weights:
-            w = weights[res.weights[0].tensor]
-            for out_axis, w_axis in contraction.out_axes.items():
-                if w.group_of(w_axis):
-                    weight_out[out_axis] = w.group_of(w_axis)
-            for port, in_axis, w_axis in contraction.contracted:
-                g_in, g_w = ins[port].group_of(in_axis), w.group_of(w_axis)
-                if g_w is not None:
-                    partial.add(g_w)  # the local slice of the input meets the local slice of the weight
-                    if g_in is not None and g_in != g_w:
-                        gather(port, in_axis)
-                elif g_in is not None:
-                    gather(port, in_axis)
-            for w_axis in contraction.reduced_weight_axes:
-                if w.group_of(w_axis):
-                    partial.add(w.group_of(w_axis))
-        # 4. routed experts: tokens travel to the devices holding their experts and back
-        copies_group = None
-        if node.op == "dispatch":
-            collectives.append(Collective("all_to_all", EP, 0, _numel(res.shape), ins[0]))
-        if node.op == "combine":  # each device gets back its own tokens' expert outputs
-            tokens = tuple((a, g) for a, g in ins[1].sharded if g in (DP, cpar.CP))
-            collectives.append(Collective("all_to_all", EP, 0, _numel(res.ins[0]), Layout(tokens)))
-        # 4b. context parallel: an attention kernel over a split sequence (Ulysses / ring)
-        collectives += cpar.kernel_collectives(prim, ctx, res, ins, Collective, _numel)
-        if res.copies != 1:
-            copies_group = EP
-        # 5. the output layout through the DimMap (with the whole parts each split axis has)
-        sharded = []
-        parts: dict[tuple[str, int], Parts] = dict(weight_axis_parts)
-        w_tensor = res.weights[0].tensor if res.weights else None
+                    self.gather(spec.port, spec.axis)
+
+    # 3. contraction with a sharded weight
+    def contract_with_weight(self) -> None:
+        contraction, res = self.contraction, self.res
+        if contraction is None or not res.weights:
+            return
+        w = self.weights[res.weights[0].tensor]
+        for out_axis, w_axis in contraction.out_axes.items():
+            if w.group_of(w_axis):
+                self.weight_out[out_axis] = w.group_of(w_axis)
+        for port, in_axis, w_axis in contraction.contracted:
+            g_in, g_w = self.ins[port].group_of(in_axis), w.group_of(w_axis)
+            if g_w is not None:
+                self.partial.add(g_w)  # the local slice of the input meets the local slice of the weight
+                if g_in is not None and g_in != g_w:
+                    self.gather(port, in_axis)
+            elif g_in is not None:
+                self.gather(port, in_axis)
+        for w_axis in contraction.reduced_weight_axes:
+            if w.group_of(w_axis):
+                self.partial.add(w.group_of(w_axis))
+
+    # 4. routed experts: tokens travel to the devices holding their experts and back
+    def route_tokens(self) -> None:
+        if self.prim.expert_route == "send":
+            self.collectives.append(Collective("all_to_all", EP, 0, _numel(self.res.shape), self.ins[0]))
+        if self.prim.expert_route == "return":  # each device gets back its own tokens' expert outputs
+            tokens = tuple((a, g) for a, g in self.ins[1].sharded if g in (DP, cpar.CP))
+            self.collectives.append(Collective("all_to_all", EP, 0, _numel(self.res.ins[0]), Layout(tokens)))
+
+    # 5. the output layout through the DimMap (with the whole parts each split axis has)
+    def output_axes(self, dimmap) -> tuple[list[tuple[int, str]], dict[tuple[str, int], Parts]]:
+        sharded: list[tuple[int, str]] = []
+        parts: dict[tuple[str, int], Parts] = dict(self.weight_axis_parts)
         for out_axis, spec in enumerate(dimmap):
-            g, p = None, _size(res.shape[out_axis])
-            if isinstance(spec, InputDim):
-                g = ins[spec.port].group_of(spec.axis)
-                p = in_parts[spec.port].get(spec.axis, p)
-            elif isinstance(spec, Split):
-                g = ins[spec.port].group_of(spec.axis) if spec.index == 0 else None
-            elif isinstance(spec, Part):
-                g = ins[spec.port].group_of(spec.axis)
-                p = part_segments.get(out_axis, p)
-            elif isinstance(spec, Flatten):
-                a = next((a for a in spec.axes if ins[spec.port].group_of(a)), None)
-                g = ins[spec.port].group_of(a) if a is not None else None
-                if a is not None:
-                    inner = [_size(res.ins[spec.port][b]) for b in spec.axes if b > a]
-                    p = _scaled(in_parts[spec.port].get(a, _size(res.ins[spec.port][a])), inner)
-            elif isinstance(spec, NewDim | Singleton):
-                g = weight_out.get(out_axis) or cpar.context_group(res, ins, sharded, out_axis)
-                if g is not None and contraction is not None and out_axis in contraction.out_axes:
-                    p = parts.get((w_tensor, contraction.out_axes[out_axis]), p)
-            if node.op == "dispatch" and g in (DP, cpar.CP):
+            g, p = self.output_axis(out_axis, spec, sharded, parts)
+            if self.prim.expert_route == "send" and g in (DP, cpar.CP):
                 g = None  # experts see every rank's tokens after the all-to-all
             if g is not None:
                 sharded.append((out_axis, g))
                 parts[("out", out_axis)] = None if g in (DP, cpar.CP) else p
-        if node.op == "combine":  # tokens come back to their own data-parallel (and cp) rank
-            back = [(a, g) for a, g in ins[1].sharded if g == cpar.CP and a != 0]
+        if self.prim.expert_route == "return":  # tokens come back to their own data-parallel (and cp) rank
+            back = [(a, g) for a, g in self.ins[1].sharded if g == cpar.CP and a != 0]
             sharded = [(a, g) for a, g in sharded if a != 0 and (a, g) not in back] + [(0, DP), *back]
+        return sharded, parts
+
+    def output_axis(self, out_axis: int, spec, sharded, parts) -> tuple[str | None, Parts]:
+        """The group splitting one output axis, and the whole pieces it is cut into."""
+        res, ins, in_parts = self.res, self.ins, self.in_parts
+        g, p = None, _size(res.shape[out_axis])
+        if isinstance(spec, InputDim):
+            g = ins[spec.port].group_of(spec.axis)
+            p = in_parts[spec.port].get(spec.axis, p)
+        elif isinstance(spec, Split):
+            g = ins[spec.port].group_of(spec.axis) if spec.index == 0 else None
+        elif isinstance(spec, Part):
+            g = ins[spec.port].group_of(spec.axis)
+            p = self.part_segments.get(out_axis, p)
+        elif isinstance(spec, Flatten):
+            a = next((a for a in spec.axes if ins[spec.port].group_of(a)), None)
+            g = ins[spec.port].group_of(a) if a is not None else None
+            if a is not None:
+                inner = [_size(res.ins[spec.port][b]) for b in spec.axes if b > a]
+                p = _scaled(in_parts[spec.port].get(a, _size(res.ins[spec.port][a])), inner)
+        elif isinstance(spec, NewDim | Singleton):
+            contraction = self.contraction
+            g = self.weight_out.get(out_axis) or cpar.context_group(res, ins, sharded, out_axis)
+            if g is not None and contraction is not None and out_axis in contraction.out_axes:
+                w_tensor = res.weights[0].tensor if res.weights else None
+                p = parts.get((w_tensor, contraction.out_axes[out_axis]), p)
+        return g, p
+
+    # 6. what the node holds and sends
+    def node_layout(self, sharded, parts) -> NodeLayout:
+        res, ins = self.res, self.ins
         if cpar.contracted_context(res, ins, sharded):
-            partial.add(cpar.CP)  # a device's share of the positions: a pending log-sum-exp merge
-        sharded = cpar.cached_split(res, program.phase, sharded)
-        collectives += cpar.output_collectives(prim, res, ins, sharded, Collective, _numel)
-        collectives = [_with_parts(c, in_parts, ins) for c in collectives]
+            self.partial.add(cpar.CP)  # a device's share of the positions: a pending log-sum-exp merge
+        sharded = cpar.cached_split(res, self.phase, sharded)
+        self.collectives += cpar.output_collectives(self.prim, res, ins, sharded, Collective, _numel)
+        collectives = [_with_parts(c, self.in_parts, ins) for c in self.collectives]
         for port, lay in enumerate(ins):  # the consumed inputs, with the pieces of their split axes
             for axis, g in lay.sharded:
-                parts[(f"in{port}", axis)] = None if g == DP else in_parts[port].get(axis, _size(res.ins[port][axis]))
-        layouts[uid] = NodeLayout(
-            Layout(tuple(sorted(sharded)), frozenset(partial)), weights, collectives, copies_group, parts, ins
+                parts[(f"in{port}", axis)] = (
+                    None if g == DP else self.in_parts[port].get(axis, _size(res.ins[port][axis]))
+                )
+        copies_group = EP if res.copies != 1 else None  # routed experts: their copies are spread over EP
+        return NodeLayout(
+            Layout(tuple(sorted(sharded)), frozenset(self.partial)), self.weights, collectives, copies_group, parts, ins
         )
-    return layouts
 
 
 def _part_of(spec: Part, whole: int | None, have: Parts) -> Parts:
@@ -368,10 +426,6 @@ def _with_parts(coll: Collective, in_parts: list[dict[int, Parts]], ins: list[La
         if a >= 0
     )
     return replace(coll, parts=found)
-
-
-def _all_partial_alike(ins: list[Layout]) -> bool:
-    return len({lay.partial for lay in ins}) == 1 and bool(ins[0].partial)
 
 
 def _residual(lay: Layout) -> Layout:

@@ -14,8 +14,8 @@ import sympy
 
 from archsql.errors import Issue
 from archsql.evaluator.dimmap import Axis
-from archsql.evaluator.expand import IRNode, Program, Ref
 from archsql.evaluator.factors import chunk_len
+from archsql.evaluator.ir import IRNode, Program, Ref
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, WeightDecl, get_primitive
 from archsql.schema.checks import Collector, add_issue
 from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, dim_symbols, parse_dim_expr
@@ -147,14 +147,21 @@ def _cache_fact(family: str, entry, node: IRNode, shape: list[Axis], axis_of, co
     return CacheFact(family, entry.kind, entry.growth, elements, window, ratio, chunk)
 
 
+def _attention_caps(results: dict[str, NodeResult], cap: str) -> dict[str, set]:
+    """Scope (the component's uid) → the values of ``cap`` (window / chunk) its attention
+    attends, from each primitive's ``kv_cache_caps``."""
+    caps: dict[str, set] = {}
+    for uid, res in results.items():
+        value = get_primitive(res.node.op)().kv_cache_caps(res.params).get(cap)
+        if value is not None:
+            caps.setdefault(uid.rsplit(".", 1)[0], set()).add(value)
+    return caps
+
+
 def _check_windowed_caches(results: dict[str, NodeResult], col: Collector) -> None:
     """Axiom: attention over a sliding window keeps only the window; its K/V caches must
     be declared with the same cap (a config sliding window without a capped cache is wrong)."""
-    windows: dict[str, set] = {}
-    for uid, res in results.items():
-        window = res.params.get("window")
-        if res.node.op == "attention_score" and window is not None and window.value != 0:
-            windows.setdefault(uid.rsplit(".", 1)[0], set()).add(window.value)
+    windows = _attention_caps(results, "window")
     for uid, res in results.items():
         scope = uid.rsplit(".", 1)[0]
         for fact in res.caches:
@@ -182,11 +189,7 @@ def _check_chunked_caches(results: dict[str, NodeResult], col: Collector) -> Non
     """Axiom: chunked attention reads only the latest token's chunk; its K/V caches must be
     declared with the chunk law and the same chunk (a config attention_chunk_size without a
     chunked cache is wrong), and a chunk cache needs chunked attention."""
-    chunks: dict[str, set] = {}
-    for uid, res in results.items():
-        chunk = res.params.get("chunk")
-        if res.node.op == "attention_score" and chunk is not None and chunk.value != 0:
-            chunks.setdefault(uid.rsplit(".", 1)[0], set()).add(chunk.value)
+    chunks = _attention_caps(results, "chunk")
     for uid, res in results.items():
         scope = uid.rsplit(".", 1)[0]
         for fact in res.caches:
@@ -218,65 +221,218 @@ def _check_chunked_caches(results: dict[str, NodeResult], col: Collector) -> Non
 
 
 def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Walk:
-    symbols = dim_symbols(library.dims)
-    binding = {symbols[k]: sympy.Integer(v) for k, v in dims.items()}
-    results: dict[str, NodeResult] = {}
-    stack_shapes: dict[str, list[Axis]] = {}
-    unbound: dict[str, list[str]] = {}
+    """infer_shapes: every node in dataflow order, then the stacks' outputs and the cache axioms."""
+    walker = _Walker(program, library, dims, col)
+    for node in program.nodes:
+        walker.visit(node)
+    for ref in program.outputs.values():
+        if ref.kind == "stream":
+            walker.stack_output(ref.name)
+    _check_windowed_caches(walker.results, col)
+    _check_chunked_caches(walker.results, col)
+    walker.report_unbound()
+    return Walk(program, walker.results, walker.binding, walker.stack_shapes)
 
-    def axis_of(raw, where) -> Axis | None:
+
+class _Walker:
+    """The state of one walk: the results so far, the shapes entering and leaving stacks,
+    and the dims found unbound (reported once, at the end)."""
+
+    def __init__(self, program: Program, library, dims: dict[str, int], col: Collector):
+        self.program, self.library, self.col = program, library, col
+        self.symbols = dim_symbols(library.dims)
+        self.binding = {self.symbols[k]: sympy.Integer(v) for k, v in dims.items()}
+        self.results: dict[str, NodeResult] = {}
+        self.stack_shapes: dict[str, list[Axis]] = {}
+        self.unbound: dict[str, list[str]] = {}
+
+    # -- dims -------------------------------------------------------------------------
+    def axis_of(self, raw, where) -> Axis | None:
         try:
-            expr = parse_dim_expr(raw, symbols)
+            expr = parse_dim_expr(raw, self.symbols)
         except ExprSyntaxError as exc:
-            add_issue(col, where, str(exc))
+            add_issue(self.col, where, str(exc))
             return None
-        value = expr.xreplace(binding)
+        value = expr.xreplace(self.binding)
         missing = [str(s) for s in value.free_symbols if str(s) not in RUNTIME_SYMBOLS]
         if missing:
             for m in missing:
-                unbound.setdefault(m, []).append(where.path)
+                self.unbound.setdefault(m, []).append(where.path)
             return None
         return Axis(str(raw), expr, value)
 
-    def shape_of(ref: Ref, node: IRNode) -> list[Axis] | None:
+    def node_params(self, prim_cls, node: IRNode) -> dict[str, object] | None:
+        """The node's parameters bound as the primitive reads them (None: a dim failed)."""
+        ctx_dims: dict[str, object] = {}
+        ok = True
+        for pname, param in prim_cls.params.items():
+            raw = node.dims.get(pname, param.default)
+            where = node.dims_where.get(pname, node.where)
+            if param.kind == "ints":
+                ctx_dims[pname] = list(raw)
+            elif param.kind == "dims":
+                axes = [self.axis_of(r, where) for r in raw]
+                ok &= all(a is not None for a in axes)
+                ctx_dims[pname] = axes
+            elif isinstance(raw, str) and raw.startswith("@"):
+                ctx_dims[pname] = None
+            else:
+                axis = self.axis_of(raw, where)
+                ok &= axis is not None
+                ctx_dims[pname] = axis
+        return ctx_dims if ok else None
+
+    def report_unbound(self) -> None:
+        model = self.program.model
+        for dim, paths in sorted(self.unbound.items()):
+            self.col.issues.append(
+                Issue(
+                    f"dim '{dim}' is used but not bound by model '{model.name}' (used at {', '.join(sorted(set(paths))[:3])})",
+                    file=model.file,
+                    line=model.where["dims"].line if "dims" in model.where else None,
+                    path="$.dims",
+                    hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted",
+                )
+            )
+
+    # -- one node ---------------------------------------------------------------------
+    def visit(self, node: IRNode) -> None:
+        """Infer one node: its input shapes, bound params, output shape, caches and costs."""
+        prim_cls = get_primitive(node.op)
+        prim = prim_cls()
+        ins = [self.shape_of(r, node) for r in node.inputs]
+        if any(s is None for s in ins):
+            return
+        ctx_dims = self.node_params(prim_cls, node)
+        if ctx_dims is None:
+            return
+        ctx = Ctx(ctx_dims, ins, node.uid, phase=self.program.phase)  # type: ignore[arg-type]
+        shape = self.output_shape(prim, ctx, node)
+        if shape is None:
+            return
+        ctx.out = shape
+        caches = [
+            fact
+            for family, entry in node.cache
+            if (fact := _cache_fact(family, entry, node, shape, self.axis_of, self.col)) is not None
+        ]
+        self.results[node.uid] = self.result(prim, ctx, node, caches)
+
+    def output_shape(self, prim, ctx: Ctx, node: IRNode) -> list[Axis] | None:
+        try:
+            return prim.output_shape(ctx)
+        except NodeShapeError as exc:
+            self.col.issues.append(
+                Issue(
+                    f"node '{node.uid}' ({node.op}): {exc}",
+                    file=node.where.file,
+                    line=node.where.line,
+                    column=node.where.column,
+                    path=node.where.path,
+                    expected=exc.expected,
+                    got=exc.got,
+                    hint=exc.hint,
+                )
+            )
+            return None
+
+    def result(self, prim, ctx: Ctx, node: IRNode, caches: list[CacheFact]) -> NodeResult:
+        """The node's facts from its primitive's rules (its weight_axes checked on the way)."""
+        weights = prim.weights(ctx)
+        reads, writes = prim.io(ctx)
+        read_ports = _read_ports(prim, reads, ctx.ins)
+        self.col.issues.extend(
+            check_weight_axes(
+                node.spec, list(weights[0].axes) if weights else [], self.library.dims, self.symbols, self.binding
+            )
+        )
+        return NodeResult(
+            node,
+            ctx.ins,
+            ctx.out,
+            sympy.sympify(prim.flops(ctx)),
+            weights,
+            sympy.sympify(prim.copies(ctx)),
+            sympy.sympify(prim.active_copies(ctx)),
+            caches,
+            ctx.dims,
+            tuple(sympy.sympify(e) for e in (sympy.Add(*read_ports), writes, prim.cache_reads(ctx))),
+            read_ports,
+        )
+
+    # -- input shapes -----------------------------------------------------------------
+    def shape_of(self, ref: Ref, node: IRNode) -> list[Axis] | None:
         if ref.kind == "input":
-            axes = MODEL_INPUT_SHAPES.get(ref.name)
-            if axes is None:
+            return self.input_shape(ref, node)
+        if ref.kind == "node":
+            res = self.results.get(ref.name)
+            return res.shape if res else None
+        st = self.program.stacks[ref.name]
+        if ref.stream != st.stream:  # an internal or append stream
+            return self.stream_shape(ref, node)
+        if node.stack == ref.name:  # inside the stack: the stream's value entering a layer
+            return self.stack_shapes.get(f"{ref.name}:in") or self.stack_input(st, node)
+        return self.stack_output(ref.name)
+
+    def input_shape(self, ref: Ref, node: IRNode) -> list[Axis] | None:
+        axes = MODEL_INPUT_SHAPES.get(ref.name)
+        if axes is None:
+            add_issue(
+                self.col,
+                node.where,
+                f"model input '{ref.name}' has no known shape",
+                hint=f"known inputs: {', '.join(MODEL_INPUT_SHAPES)}",
+            )
+            return None
+        return [_runtime_axis(a) for a in axes]
+
+    def stack_input(self, st, node) -> list[Axis] | None:
+        shape = self.shape_of(st.input, node)
+        if shape is not None:
+            self.stack_shapes[f"{st.spec.name}:in"] = shape
+        return shape
+
+    def stack_output(self, name: str) -> list[Axis] | None:
+        st = self.program.stacks[name]
+        shape_in = self.stack_shapes.get(f"{name}:in")
+        if shape_in is None:
+            return None
+        for template, ref in st.outputs.items():
+            res = self.results.get(ref.name)
+            if res is None:
+                return None
+            if [a.value for a in res.shape] != [a.value for a in shape_in]:
                 add_issue(
-                    col,
-                    node.where,
-                    f"model input '{ref.name}' has no known shape",
-                    hint=f"known inputs: {', '.join(MODEL_INPUT_SHAPES)}",
+                    self.col,
+                    st.spec.where,
+                    f"the carried stream '{st.stream}' changes shape across a layer of template '{template}'",
+                    expected="[" + ", ".join(a.label for a in shape_in) + "]",
+                    got="[" + ", ".join(a.label for a in res.shape) + "]",
+                    hint="a block's output must have the shape of its input; check the block's last node",
                 )
                 return None
-            return [_runtime_axis(a) for a in axes]
-        if ref.kind == "node":
-            res = results.get(ref.name)
-            return res.shape if res else None
-        st = program.stacks[ref.name]
-        if ref.stream != st.stream:  # an internal or append stream
-            return _stream_shape(ref, node)
-        if node.stack == ref.name:  # inside the stack: the stream's value entering a layer
-            return stack_shapes.get(f"{ref.name}:in") or _stack_input(st, node)
-        return _stack_output(ref.name)
+        self.stack_shapes[name] = shape_in
+        return shape_in
 
-    def _stream_shape(ref: Ref, node: IRNode) -> list[Axis] | None:
+    # -- streams ----------------------------------------------------------------------
+    def stream_shape(self, ref: Ref, node: IRNode) -> list[Axis] | None:
         """What a reader sees of an internal / append stream: the producing layer's value
         (internal, read: each), the archive stacked on a new history axis (read: all) or
         joined along ``axis`` (read: concat).  Readers of one template see one length
         (expand groups a template's layers by archive length)."""
-        stream = program.streams[ref.stream]
-        spec = stream.spec
+        spec = self.program.streams[ref.stream].spec
         per_layer = []
-        for _, refs in program.stream_reads(ref, node):
-            shapes = [shape_of(e, node) for e in refs]
+        for _, refs in self.program.stream_reads(ref, node):
+            shapes = [self.shape_of(e, node) for e in refs]
             if any(sh is None for sh in shapes):
                 return None
             per_layer.append(shapes)
         flat = [sh for shapes in per_layer for sh in shapes]
         lengths = {len(shapes) for shapes in per_layer}
         if not flat or len(lengths) != 1:  # pragma: no cover - expand checks readers and groups lengths
-            add_issue(col, spec.where, f"stream '{spec.name}': node '{node.uid}' reads archives of lengths {lengths}")
+            add_issue(
+                self.col, spec.where, f"stream '{spec.name}': node '{node.uid}' reads archives of lengths {lengths}"
+            )
             return None
         n = lengths.pop()
         first = flat[0]
@@ -284,33 +440,49 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
         if spec.read == "concat":
             join = spec.axis if spec.axis is not None else -1
             join = join + len(first) if join < 0 else join
+        if not self.same_stream_shapes(spec, flat, join):
+            return None
+        if spec.kind == "internal" or spec.read == "each":
+            return first
+        if spec.read == "all":
+            return self.history_shape(spec, first, n)
+        return self.joined_shape(spec, flat, n, join)
+
+    def same_stream_shapes(self, spec, flat: list[list[Axis]], join: int | None) -> bool:
+        """Every value of a stream has one shape (but along the axis a concat joins)."""
+        first = flat[0]
         for other in flat[1:]:
             same_rank = len(other) == len(first)
             if not same_rank or any(
                 a.value != b.value for k, (a, b) in enumerate(zip(first, other, strict=True)) if k != join
             ):
                 add_issue(
-                    col,
+                    self.col,
                     spec.where,
                     f"stream '{spec.name}' holds values of different shapes across layers",
                     expected="[" + ", ".join(a.label for a in first) + "]",
                     got="[" + ", ".join(a.label for a in other) + "]",
                     hint="every producing / archived layer must publish the same shape",
                 )
-                return None
-        if spec.kind == "internal" or spec.read == "each":
-            return first
-        if spec.read == "all":
-            lead = sum(1 for a in first if a.runtime)
-            pos = lead if spec.axis is None else (spec.axis if spec.axis >= 0 else len(first) + 1 + spec.axis)
-            if not 0 <= pos <= len(first):
-                add_issue(col, spec.keys_where.get("axis", spec.where), f"stream '{spec.name}': no axis {spec.axis}")
-                return None
-            history = Axis(str(n), sympy.Integer(n), sympy.Integer(n))
-            return [*first[:pos], history, *first[pos:]]
+                return False
+        return True
+
+    def history_shape(self, spec, first: list[Axis], n: int) -> list[Axis] | None:
+        """read: all — the n archived values stacked on a new history axis."""
+        lead = sum(1 for a in first if a.runtime)
+        pos = lead if spec.axis is None else (spec.axis if spec.axis >= 0 else len(first) + 1 + spec.axis)
+        if not 0 <= pos <= len(first):
+            add_issue(self.col, spec.keys_where.get("axis", spec.where), f"stream '{spec.name}': no axis {spec.axis}")
+            return None
+        history = Axis(str(n), sympy.Integer(n), sympy.Integer(n))
+        return [*first[:pos], history, *first[pos:]]
+
+    def joined_shape(self, spec, flat: list[list[Axis]], n: int, join: int) -> list[Axis] | None:
+        """read: concat — the n archived values joined along a model-dim axis."""
+        first = flat[0]
         if not 0 <= join < len(first) or first[join].runtime:
             add_issue(
-                col,
+                self.col,
                 spec.keys_where.get("axis", spec.where),
                 f"stream '{spec.name}' (read: concat) joins along axis {spec.axis if spec.axis is not None else -1}",
                 expected="a model-dim axis of [" + ", ".join(a.label for a in first) + "]",
@@ -326,117 +498,3 @@ def walk(program: Program, library, dims: dict[str, int], col: Collector) -> Wal
             sympy.Add(*(a.value for a in parts)),
         )
         return [*first[:join], joined, *first[join + 1 :]]
-
-    def _stack_input(st, node) -> list[Axis] | None:
-        shape = shape_of(st.input, node)
-        if shape is not None:
-            stack_shapes[f"{st.spec.name}:in"] = shape
-        return shape
-
-    def _stack_output(name: str) -> list[Axis] | None:
-        st = program.stacks[name]
-        shape_in = stack_shapes.get(f"{name}:in")
-        if shape_in is None:
-            return None
-        for template, ref in st.outputs.items():
-            res = results.get(ref.name)
-            if res is None:
-                return None
-            if [a.value for a in res.shape] != [a.value for a in shape_in]:
-                add_issue(
-                    col,
-                    st.spec.where,
-                    f"the carried stream '{st.stream}' changes shape across a layer of template '{template}'",
-                    expected="[" + ", ".join(a.label for a in shape_in) + "]",
-                    got="[" + ", ".join(a.label for a in res.shape) + "]",
-                    hint="a block's output must have the shape of its input; check the block's last node",
-                )
-                return None
-        stack_shapes[name] = shape_in
-        return shape_in
-
-    for node in program.nodes:
-        prim_cls = get_primitive(node.op)
-        prim = prim_cls()
-        ins = [shape_of(r, node) for r in node.inputs]
-        if any(s is None for s in ins):
-            continue
-        ctx_dims: dict[str, object] = {}
-        ok = True
-        for pname, param in prim_cls.params.items():
-            raw = node.dims.get(pname, param.default)
-            where = node.dims_where.get(pname, node.where)
-            if param.kind == "ints":
-                ctx_dims[pname] = list(raw)
-            elif param.kind == "dims":
-                axes = [axis_of(r, where) for r in raw]
-                ok &= all(a is not None for a in axes)
-                ctx_dims[pname] = axes
-            elif isinstance(raw, str) and raw.startswith("@"):
-                ctx_dims[pname] = None
-            else:
-                axis = axis_of(raw, where)
-                ok &= axis is not None
-                ctx_dims[pname] = axis
-        if not ok:
-            continue
-        ctx = Ctx(ctx_dims, ins, node.uid, phase=program.phase)  # type: ignore[arg-type]
-        try:
-            shape = prim.output_shape(ctx)
-        except NodeShapeError as exc:
-            col.issues.append(
-                Issue(
-                    f"node '{node.uid}' ({node.op}): {exc}",
-                    file=node.where.file,
-                    line=node.where.line,
-                    column=node.where.column,
-                    path=node.where.path,
-                    expected=exc.expected,
-                    got=exc.got,
-                    hint=exc.hint,
-                )
-            )
-            continue
-        ctx.out = shape
-        caches = []
-        for family, entry in node.cache:
-            fact = _cache_fact(family, entry, node, shape, axis_of, col)
-            if fact is not None:
-                caches.append(fact)
-        weights = prim.weights(ctx)
-        reads, writes = prim.io(ctx)
-        read_ports = _read_ports(prim, reads, ins)
-        col.issues.extend(
-            check_weight_axes(node.spec, list(weights[0].axes) if weights else [], library.dims, symbols, binding)
-        )
-        results[node.uid] = NodeResult(
-            node,
-            ins,
-            shape,
-            sympy.sympify(prim.flops(ctx)),
-            weights,
-            sympy.sympify(prim.copies(ctx)),
-            sympy.sympify(prim.active_copies(ctx)),
-            caches,
-            ctx_dims,
-            tuple(sympy.sympify(e) for e in (sympy.Add(*read_ports), writes, prim.cache_reads(ctx))),
-            read_ports,
-        )
-    for ref in program.outputs.values():
-        if ref.kind == "stream":
-            _stack_output(ref.name)
-    _check_windowed_caches(results, col)
-    _check_chunked_caches(results, col)
-    if unbound:
-        model = program.model
-        for dim, paths in sorted(unbound.items()):
-            col.issues.append(
-                Issue(
-                    f"dim '{dim}' is used but not bound by model '{model.name}' (used at {', '.join(sorted(set(paths))[:3])})",
-                    file=model.file,
-                    line=model.where["dims"].line if "dims" in model.where else None,
-                    path="$.dims",
-                    hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted",
-                )
-            )
-    return Walk(program, results, binding, stack_shapes)

@@ -600,41 +600,12 @@ def _parse_streams(col: Collector, stack: Any, streams: Any, sname: str, spath: 
     carried: str | None = None
     for name, st in streams.items():
         p = f"{spath}.streams.{name}"
-        where = _where(col.file, streams, name, p)
-        if not isinstance(name, str) or not name.replace("_", "a").isalnum():
-            col.add(streams, name, p, f"stream name {name!r} must be an identifier", hint="use letters, digits and '_'")
+        spec = _stream_head(col, streams, name, st, p)
+        if spec is None:
             continue
-        if not col.keys(st, p, STREAM_KEYS, what="stream field", at=(streams, name)):
-            continue
-        spec = StreamSpec(name, "internal", where, {k: _where(col.file, st, k, f"{p}.{k}") for k in st})
-        for key in ("from", "src", "read"):
-            if key in st and col.type(st, key, p, (str,), "a string"):
-                setattr(spec, {"from": "source"}.get(key, key), st[key])
         if st.get("carries") is True:
             spec.kind = "carried"
-            extra = [k for k in ("from", "after", "before", "read", "axis") if k in st]
-            if extra:
-                col.add(
-                    st,
-                    extra[0],
-                    f"{p}.{extra[0]}",
-                    f"the carried stream '{name}' is each layer's input and output; "
-                    f"'{extra[0]}:' belongs to an internal or append stream",
-                    hint=f"declare another stream for it, e.g. streams: {{ {name}_archive: "
-                    "{ from: " + name + ", after: [i, …], read: concat, src: … } }",
-                )
-            if carried is not None:
-                col.add(
-                    st,
-                    "carries",
-                    f"{p}.carries",
-                    f"stack '{sname}' declares a second carried stream '{name}' (the first is '{carried}')",
-                    expected="exactly one stream with carries: true (the residual)",
-                    got=f"{carried}, {name}",
-                    hint="a multi-copy residual (hyper-connections) is ONE carried stream with an extra axis; "
-                    "another cross-layer value is an internal stream ({ from: <node path>, src: … }) "
-                    "or an append stream ({ from: …, after: [i, …], read: each | all | concat, src: … })",
-                )
+            _check_carried(col, st, name, p, sname, carried)
             carried = carried or name
             out[name] = spec
             continue
@@ -651,86 +622,147 @@ def _parse_streams(col: Collector, stack: Any, streams: Any, sname: str, spath: 
                     "the residual: { carries: true }",
                 )
             continue
-        at = [k for k in ("after", "before") if k in st]
-        if len(at) == 2:
-            col.add(
-                st,
-                "before",
-                f"{p}.before",
-                f"stream '{name}' archives either at layer exit ('after:') or at layer entry ('before:'), not both",
-                hint="declare two streams to archive both",
-            )
-        if at:
-            spec.kind, spec.at, spec.layers = "append", at[0], st[at[0]]
-            if "read" not in st:
-                col.add(
-                    st,
-                    None,
-                    p,
-                    f"append stream '{name}' needs 'read:' (how readers consume the archive)",
-                    expected=" | ".join(STREAM_READS),
-                    hint="read: each (the j-th reading layer gets the j-th element), all (every element archived "
-                    "so far), concat (the elements joined along 'axis:')",
-                )
-        elif "read" in st or "axis" in st:
-            key = "read" if "read" in st else "axis"
-            col.add(
-                st,
-                key,
-                f"{p}.{key}",
-                f"'{key}:' belongs to an append stream, which archives chosen layers",
-                hint=f"add 'after: [i, …]' (archive at layer exit) or 'before: [i, …]' (at layer entry) to "
-                f"stream '{name}'; without them it is an internal stream: a later layer reads the latest value",
-            )
-        if spec.read is not None and spec.read not in STREAM_READS:
-            col.add(
-                st,
-                "read",
-                f"{p}.read",
-                f"unknown read mode {spec.read!r}",
-                expected=" | ".join(STREAM_READS),
-                got=type_name(spec.read),
-                hint=did_you_mean(spec.read, STREAM_READS),
-                value=True,
-            )
-        if "axis" in st:
-            if isinstance(st["axis"], int) and not isinstance(st["axis"], bool):
-                spec.axis = st["axis"]
-                if spec.read == "each":
-                    col.add(
-                        st,
-                        "axis",
-                        f"{p}.axis",
-                        "'axis:' goes with read: all (where the history axis goes) or read: concat (the axis joined)",
-                        hint="read: each hands each reader one element whole; remove 'axis:'",
-                    )
-            else:
-                col.type(st, "axis", p, (int,), "an axis index (negative counts from the end)")
-        if "src" not in st:
-            col.add(
-                st,
-                None,
-                p,
-                f"stream '{name}' needs 'src:': a sentence plus a back-quoted fragment of the model's forward "
-                "source (checked against the source at validation)",
-                hint=SRC_EXAMPLE,
-            )
-        elif spec.src is not None and not _SRC_FRAGMENT.search(spec.src):
-            col.add(
-                st,
-                "src",
-                f"{p}.src",
-                "src must quote the forward source in back-quotes",
-                expected="a sentence plus a `code fragment`",
-                got=type_name(spec.src),
-                hint=SRC_EXAMPLE,
-                value=True,
-            )
+        _stream_archive(col, st, name, p, spec)
+        _stream_read_axis(col, st, p, spec)
+        _stream_src(col, st, name, p, spec)
         out[name] = spec
     return out
 
 
+def _stream_head(col: Collector, streams: Any, name: Any, st: Any, p: str) -> StreamSpec | None:
+    """A stream's name and closed keys, and its ``from`` / ``src`` / ``read`` strings (None:
+    the declaration is too broken to read further)."""
+    where = _where(col.file, streams, name, p)
+    if not isinstance(name, str) or not name.replace("_", "a").isalnum():
+        col.add(streams, name, p, f"stream name {name!r} must be an identifier", hint="use letters, digits and '_'")
+        return None
+    if not col.keys(st, p, STREAM_KEYS, what="stream field", at=(streams, name)):
+        return None
+    spec = StreamSpec(name, "internal", where, {k: _where(col.file, st, k, f"{p}.{k}") for k in st})
+    for key in ("from", "src", "read"):
+        if key in st and col.type(st, key, p, (str,), "a string"):
+            setattr(spec, {"from": "source"}.get(key, key), st[key])
+    return spec
+
+
+def _check_carried(col: Collector, st: Any, name: str, p: str, sname: str, carried: str | None) -> None:
+    """The carried residual takes no archive keys, and a stack carries exactly one."""
+    extra = [k for k in ("from", "after", "before", "read", "axis") if k in st]
+    if extra:
+        col.add(
+            st,
+            extra[0],
+            f"{p}.{extra[0]}",
+            f"the carried stream '{name}' is each layer's input and output; "
+            f"'{extra[0]}:' belongs to an internal or append stream",
+            hint=f"declare another stream for it, e.g. streams: {{ {name}_archive: "
+            "{ from: " + name + ", after: [i, …], read: concat, src: … } }",
+        )
+    if carried is not None:
+        col.add(
+            st,
+            "carries",
+            f"{p}.carries",
+            f"stack '{sname}' declares a second carried stream '{name}' (the first is '{carried}')",
+            expected="exactly one stream with carries: true (the residual)",
+            got=f"{carried}, {name}",
+            hint="a multi-copy residual (hyper-connections) is ONE carried stream with an extra axis; "
+            "another cross-layer value is an internal stream ({ from: <node path>, src: … }) "
+            "or an append stream ({ from: …, after: [i, …], read: each | all | concat, src: … })",
+        )
+
+
+def _stream_archive(col: Collector, st: Any, name: str, p: str, spec: StreamSpec) -> None:
+    """``after:`` / ``before:`` make an append stream (which needs ``read:``); without them
+    ``read:`` and ``axis:`` do not belong."""
+    at = [k for k in ("after", "before") if k in st]
+    if len(at) == 2:
+        col.add(
+            st,
+            "before",
+            f"{p}.before",
+            f"stream '{name}' archives either at layer exit ('after:') or at layer entry ('before:'), not both",
+            hint="declare two streams to archive both",
+        )
+    if at:
+        spec.kind, spec.at, spec.layers = "append", at[0], st[at[0]]
+        if "read" not in st:
+            col.add(
+                st,
+                None,
+                p,
+                f"append stream '{name}' needs 'read:' (how readers consume the archive)",
+                expected=" | ".join(STREAM_READS),
+                hint="read: each (the j-th reading layer gets the j-th element), all (every element archived "
+                "so far), concat (the elements joined along 'axis:')",
+            )
+    elif "read" in st or "axis" in st:
+        key = "read" if "read" in st else "axis"
+        col.add(
+            st,
+            key,
+            f"{p}.{key}",
+            f"'{key}:' belongs to an append stream, which archives chosen layers",
+            hint=f"add 'after: [i, …]' (archive at layer exit) or 'before: [i, …]' (at layer entry) to "
+            f"stream '{name}'; without them it is an internal stream: a later layer reads the latest value",
+        )
+
+
+def _stream_read_axis(col: Collector, st: Any, p: str, spec: StreamSpec) -> None:
+    """A known read mode, and an integer ``axis:`` where the mode takes one."""
+    if spec.read is not None and spec.read not in STREAM_READS:
+        col.add(
+            st,
+            "read",
+            f"{p}.read",
+            f"unknown read mode {spec.read!r}",
+            expected=" | ".join(STREAM_READS),
+            got=type_name(spec.read),
+            hint=did_you_mean(spec.read, STREAM_READS),
+            value=True,
+        )
+    if "axis" not in st:
+        return
+    if isinstance(st["axis"], int) and not isinstance(st["axis"], bool):
+        spec.axis = st["axis"]
+        if spec.read == "each":
+            col.add(
+                st,
+                "axis",
+                f"{p}.axis",
+                "'axis:' goes with read: all (where the history axis goes) or read: concat (the axis joined)",
+                hint="read: each hands each reader one element whole; remove 'axis:'",
+            )
+    else:
+        col.type(st, "axis", p, (int,), "an axis index (negative counts from the end)")
+
+
+def _stream_src(col: Collector, st: Any, name: str, p: str, spec: StreamSpec) -> None:
+    """``src:``, a sentence quoting the forward source in back-quotes."""
+    if "src" not in st:
+        col.add(
+            st,
+            None,
+            p,
+            f"stream '{name}' needs 'src:': a sentence plus a back-quoted fragment of the model's forward "
+            "source (checked against the source at validation)",
+            hint=SRC_EXAMPLE,
+        )
+    elif spec.src is not None and not _SRC_FRAGMENT.search(spec.src):
+        col.add(
+            st,
+            "src",
+            f"{p}.src",
+            "src must quote the forward source in back-quotes",
+            expected="a sentence plus a `code fragment`",
+            got=type_name(spec.src),
+            hint=SRC_EXAMPLE,
+            value=True,
+        )
+
+
 def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, Collector]:
+    """A model file: its keys checked, then its dims, slot fills, templates, stacks and graph."""
     data = load_yaml(path) if data is None else data
     col = Collector(str(path))
     before = len(col.issues)
@@ -742,19 +774,56 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
     for k in ("model", "config"):
         if k in data or k in required:
             col.type(data, k, "$", (str,), "a string")
+    dims = _model_dims(col, data)
+    components = _model_components(col, data)
+    templates, templates_where, template_dims, template_dims_where = _model_templates(col, data)
+    stacks = _model_stacks(col, data)
+    graph = _parse_graph(col, data, "$.graph", allow_slot=False, allow_stack=True) if "graph" in data else {}
+    spec = ModelSpec(
+        name=str(data.get("model")),
+        file=str(path),
+        hf_id=str(data.get("hf_id", data.get("model"))),
+        config_file=str(data.get("config")),
+        dims=dict(dims),
+        dims_where={k: _where(col.file, dims, k, f"$.dims.{k}") for k in dims},
+        components=components,
+        templates=templates,
+        templates_where=templates_where,
+        template_dims=template_dims,
+        template_dims_where=template_dims_where,
+        quant_context=data.get("quant_context"),
+        buffers=data.get("buffers"),
+        stacks=stacks,
+        inputs=_str_list(col, data, "inputs", "$") if "inputs" in data else ["input_ids"],
+        graph=graph,
+        outputs=_str_list(col, data, "outputs", "$") if "outputs" in data else [],
+        doc=str(data.get("doc", "")),
+        where={k: _where(col.file, data, k, f"$.{k}") for k in data},
+        source=_str_list(col, data, "source", "$") if "source" in data else [],
+    )
+    return spec, col
+
+
+def _model_dims(col: Collector, data: LocDict) -> Any:
+    """``dims:``, dim → binding (a mapping; anything else is reported and read as empty)."""
     dims = data.get("dims")
-    if not isinstance(dims, dict):
-        if "dims" in data:
-            col.add(
-                data,
-                "dims",
-                "$.dims",
-                "dims must map dim → binding",
-                expected="mapping",
-                got=type_name(dims),
-                value=True,
-            )
-        dims = {}
+    if isinstance(dims, dict):
+        return dims
+    if "dims" in data:
+        col.add(
+            data,
+            "dims",
+            "$.dims",
+            "dims must map dim → binding",
+            expected="mapping",
+            got=type_name(dims),
+            value=True,
+        )
+    return {}
+
+
+def _model_components(col: Collector, data: LocDict) -> dict[str, SlotFill]:
+    """``components:``, slot → the component filling it in every template."""
     components: dict[str, SlotFill] = {}
     if isinstance(data.get("components"), dict):
         for slot in data["components"]:
@@ -771,6 +840,12 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             got=type_name(data["components"]),
             value=True,
         )
+    return components
+
+
+def _model_templates(col: Collector, data: LocDict):
+    """``templates:``, template → its slot fills and ``dims:`` overrides: (fills, where,
+    dim overrides, where of each override), each keyed by template."""
     templates: dict[str, dict[str, SlotFill]] = {}
     templates_where: dict[str, Where] = {}
     template_dims: dict[str, dict[str, Any]] = {}
@@ -811,6 +886,11 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             got=type_name(raw_templates),
             value=True,
         )
+    return templates, templates_where, template_dims, template_dims_where
+
+
+def _model_stacks(col: Collector, data: LocDict) -> dict[str, StackSpec]:
+    """``stacks:``, stack → its repeat, streams, schedule and role."""
     stacks: dict[str, StackSpec] = {}
     raw_stacks = data.get("stacks") or {}
     if not isinstance(raw_stacks, dict):
@@ -853,27 +933,4 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
             first_layer=raw.get("first_layer", 0),
             stream_specs=stream_specs,
         )
-    graph = _parse_graph(col, data, "$.graph", allow_slot=False, allow_stack=True) if "graph" in data else {}
-    spec = ModelSpec(
-        name=str(data.get("model")),
-        file=str(path),
-        hf_id=str(data.get("hf_id", data.get("model"))),
-        config_file=str(data.get("config")),
-        dims=dict(dims),
-        dims_where={k: _where(col.file, dims, k, f"$.dims.{k}") for k in dims},
-        components=components,
-        templates=templates,
-        templates_where=templates_where,
-        template_dims=template_dims,
-        template_dims_where=template_dims_where,
-        quant_context=data.get("quant_context"),
-        buffers=data.get("buffers"),
-        stacks=stacks,
-        inputs=_str_list(col, data, "inputs", "$") if "inputs" in data else ["input_ids"],
-        graph=graph,
-        outputs=_str_list(col, data, "outputs", "$") if "outputs" in data else [],
-        doc=str(data.get("doc", "")),
-        where={k: _where(col.file, data, k, f"$.{k}") for k in data},
-        source=_str_list(col, data, "source", "$") if "source" in data else [],
-    )
-    return spec, col
+    return stacks

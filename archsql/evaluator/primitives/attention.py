@@ -144,6 +144,7 @@ class AttentionScore(Primitive):
     """q·kᵀ per head: q [B, s, heads, d], k [B, s, kv_heads, d] → scores [B, heads, s, c].
     FLOPs 2·B·heads·d·pairs (GQA: each query head reads its group's key)."""
 
+    attention_stage = "score"
     arity = 2
     shape_kind = "explicit"
     params = {
@@ -180,13 +181,23 @@ class AttentionScore(Primitive):
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * ctx.ins[0][0].expr * ctx.e("heads") * ctx.e("d_head") * _pairs(ctx)
 
+    def kv_cache_caps(self, params: dict[str, object]) -> dict[str, object]:
+        """The score's sliding window or chunk: its K/V caches keep only those positions."""
+        caps = {}
+        for name in ("window", "chunk"):
+            cap = params.get(name)
+            if cap is not None and cap.value != 0:  # type: ignore[attr-defined]
+                caps[name] = cap.value  # type: ignore[attr-defined]
+        return caps
+
 
 class Softmax(Primitive):
     """Normalized exponentials over the last axis: 5 FLOPs per element (max, subtract,
     exp, sum, divide).  With ``causal: 1`` on scores [B, heads, s, c] only the unmasked
-    pairs count."""
+    pairs count.  Over a context axis split by cp it runs blockwise (online softmax)."""
 
     needs_whole_last_axis = True
+    blockwise_context = True
 
     shape_kind = "preserve"
     params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW, "chunk": CHUNK}
@@ -216,6 +227,7 @@ class AttentionApply(Primitive):
     """probs·v per head: probs [B, heads, s, c], v [B, s, kv_heads, d] → [B, s, heads, d].
     FLOPs 2·B·heads·d·pairs."""
 
+    attention_stage = "apply"
     arity = 2
     shape_kind = "explicit"
     params = {

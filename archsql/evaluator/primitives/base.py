@@ -186,6 +186,34 @@ class Primitive:
     whole_last_axis_ports: ClassVar[tuple[int, ...] | None] = None
     partial_passes: ClassVar[bool] = False
 
+    def passes_partial(self, partials: Sequence[frozenset[str]]) -> bool:
+        """Whether pending sums on the inputs (one set of groups per input) pass through this
+        op unreduced — only where no weight splits the op over that group.  Default:
+        ``partial_passes``; a sum passes them when every input has the same pending sums."""
+        return self.partial_passes
+
+    #   expert_route: the op moves tokens between the devices of expert parallelism —
+    #     ``"send"``: every token travels to the devices holding its experts (an all-to-all;
+    #     the experts then see every data-parallel rank's tokens); ``"return"``: the expert
+    #     outputs come back to their tokens' own ranks (an all-to-all); None: neither.
+    expert_route: ClassVar[str | None] = None
+
+    # Context parallelism, read by the layouts pass (``context_parallel``):
+    #   attention_stage: the op is a stage of an attention kernel whose port 1 holds the keys
+    #     (``"score"``: q·kᵀ) or the values (``"apply"``: probs·v); under a split sequence
+    #     the keys / values are exchanged (Ulysses all-to-all, ring passes), and an apply
+    #     returns its output from heads to tokens;
+    #   blockwise_context: the op reduces its last axis blockwise (online softmax), so a
+    #     context axis split over cp need not be gathered (merged by log-sum-exp instead).
+    attention_stage: ClassVar[str | None] = None
+    blockwise_context: ClassVar[bool] = False
+
+    def kv_cache_caps(self, params: dict[str, object]) -> dict[str, object]:
+        """Caps on the positions this node attends (``{"window": w}``, ``{"chunk": n}``, by
+        bound value) that the key/value caches of its component must declare with the same
+        growth law (the walk's cache axioms).  Default: none."""
+        return {}
+
     def active_copies(self, ctx: Ctx) -> sympy.Expr:
         """Copies one token uses (routed experts: top_k)."""
         return self.copies(ctx)

@@ -76,7 +76,11 @@ class Mul(_Binary):
 
 
 class Add(_Binary):
-    """Elementwise sum (residuals): 1 FLOP per element."""
+    """Elementwise sum (residuals): 1 FLOP per element.  A sum of inputs carrying the same
+    pending sums is itself that pending sum (a residual of two partial branches)."""
+
+    def passes_partial(self, partials) -> bool:
+        return len(set(partials)) == 1 and bool(partials[0])
 
 
 class Scale(_Unary):

@@ -38,6 +38,7 @@ class Dispatch(Primitive):
     """Send each token to its top-k experts: x [B, s, d], routing [B, s, k] → [B, s, k, d].
     Data movement only (an all-to-all under expert parallelism)."""
 
+    expert_route = "send"
     arity = 2
     shape_kind = "explicit"
     params = {"top_k": Param(doc="experts per token")}
@@ -53,8 +54,10 @@ class Dispatch(Primitive):
 
 class Combine(Primitive):
     """Weighted sum of the k expert outputs: y [B, s, k, d], routing [B, s, k] → [B, s, d].
-    2 FLOPs per expert-output element (scale, accumulate)."""
+    2 FLOPs per expert-output element (scale, accumulate).  Under expert parallelism the
+    expert outputs first come back to their tokens' devices (an all-to-all)."""
 
+    expert_route = "return"
     arity = 2
     shape_kind = "explicit"
     params = {"top_k": Param(doc="experts per token")}
