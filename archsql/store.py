@@ -160,7 +160,7 @@ def insert_deployments(
     columns = PARAMETER_TABLES["deployments"].names
     base: dict[str, object] = {}
     if like is not None:
-        found = con.execute("select * from deployments where deployment = ?", [like]).to_arrow_table().to_pylist()
+        found = con.sql("select * from deployments where deployment = ?", params=[like]).to_arrow_table().to_pylist()
         if not found:
             raise StoreError(f"no deployment '{like}' to copy")
         base = found[0]
