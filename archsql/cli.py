@@ -390,14 +390,34 @@ def _ints(text: str) -> list[int]:
     return out
 
 
+def _mesh_axis_options(command):
+    """One option per swept mesh axis (archsql.schema.parallel.MESH_AXES): --tp, --ep, ..."""
+    from archsql.schema.parallel import MESH_AXES
+    from archsql.sweep import SWEPT_AXES
+
+    for axis in reversed(SWEPT_AXES):
+        fills = [
+            f"{a.name} = count / ({'·'.join(b.name for b in SWEPT_AXES if a.fills in b.spans)})"
+            for a in MESH_AXES
+            if a.fills is not None and a.fills in axis.spans
+        ]
+        help_text = f"Degrees of {axis.name}: {axis.shards}" + (f" ({'; '.join(fills)})." if fills else ".")
+        option = click.option(
+            f"--{axis.name.replace('_', '-')}",
+            f"mesh_{axis.name}",
+            default=axis.sweep,
+            show_default=True,
+            help=help_text,
+        )
+        command = option(command)
+    return command
+
+
 @cli.command()
 @click.argument("model")
 @click.option("--gpus", "gpu_names", default="H200 SXM", show_default=True, help="GPU names (gpus.gpu), ';'-separated.")
 @click.option("--count", default="8", show_default=True, help="GPUs per deployment, e.g. 8 or 8,16.")
-@click.option(
-    "--tp", default="1,2,4,8", show_default=True, help="Attention tensor-parallel degrees (dp = count / (tp·cp·pp))."
-)
-@click.option("--cp", default="1", show_default=True, help="Context-parallel degrees (the sequence split).")
+@_mesh_axis_options
 @click.option(
     "--cp-kind",
     "cp_kinds",
@@ -405,8 +425,6 @@ def _ints(text: str) -> list[int]:
     show_default=True,
     help="Context-parallel kinds tried for every cp > 1: ring, ulysses or 'ring,ulysses'.",
 )
-@click.option("--pp", default="1", show_default=True, help="Pipeline-parallel degrees (stages).")
-@click.option("--ep", default="1,8", show_default=True, help="Expert-parallel degrees (moe_tp = count / (ep·pp)).")
 @click.option("--batch", default="1,16,64,256", show_default=True, help="Requests per step.")
 @click.option("--context", default="8k,32k", show_default=True, help="Context lengths (k = 1024).")
 @click.option(
@@ -427,7 +445,7 @@ def _ints(text: str) -> list[int]:
 @_OUTPUT_OPTION
 @click.pass_obj
 def sweep(
-    db, model, gpu_names, count, tp, cp, cp_kinds, pp, ep, batch, context, weights, kv, phase, only_pareto, fmt, output
+    db, model, gpu_names, count, cp_kinds, batch, context, weights, kv, phase, only_pareto, fmt, output, **degrees
 ) -> None:
     """SOL time, tokens/s and memory of MODEL over a grid of layouts × batch × context.
 
@@ -447,16 +465,13 @@ def sweep(
     deployments, workloads = sweeps.grid(
         [g.strip() for g in gpu_names.split(";")],
         _ints(count),
-        _ints(tp),
-        _ints(ep),
         _ints(batch),
         _ints(context),
         [w.strip() for w in weights.split(",")],
         [k.strip() for k in kv.split(",")],
         phase,
-        cp=_ints(cp),
+        degrees={name.removeprefix("mesh_"): _ints(text) for name, text in degrees.items()},
         cp_kinds=kinds,
-        pp=_ints(pp),
     )
     table = sweeps.sweep(model, db, deployments, workloads)
     emit(sweeps.pareto(table) if only_pareto else table, fmt, output)

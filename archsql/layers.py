@@ -16,7 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "dtypes", "layers"),
     ("ingest", "gpus"),
     # spec types, parsing, cross-reference checks; the YAML library
-    ("schema", "specs", "source_guard"),
+    ("schema", "specs", "source_guard", "defaults"),
     # spec → Analysis tables (passes; primitives own their rules)
     ("evaluator",),
     # DuckDB file, parameter tables, SQL views

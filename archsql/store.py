@@ -15,101 +15,34 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from archsql import __version__
+from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
 from archsql.gpus import load_gpus
-from archsql.schema.tables import CHECKPOINT_TABLES, PARAMETER_TABLES, TABLES
+from archsql.schema.parallel import parallel_groups_table, split_deployment
+from archsql.schema.tables import (
+    CHECKPOINT_TABLES,
+    PARAMETER_KEYS,
+    PARAMETER_TABLES,
+    REFERENCE_KEYS,
+    REFERENCE_TABLES,
+    TABLES,
+)
 from archsql.views import create_views
 
-_K = 1024
-
-# name, phase, batch, new_tokens, context (context = tokens attended after the step)
-_PREFILL = [("prefill_1", 1), *((f"prefill_{n}k", n * _K) for n in (2, 8, 32, 128))]
-_DECODE_CONTEXTS = (2, 8, 32, 128)
-DEFAULT_WORKLOADS: list[tuple[str, str, int, int, int]] = [
-    *((name, "prefill", 1, n, n) for name, n in _PREFILL),
-    *((f"decode_b{b}_c{c}k", "decode", b, 1, c * _K) for b in (1, 64) for c in _DECODE_CONTEXTS),
-]
-
-DEFAULT_DTYPES: list[tuple[str, float, str]] = [
-    ("fp32", 4.0, "IEEE 754 single precision"),
-    ("bf16", 2.0, "bfloat16: 8-bit exponent, 7-bit mantissa"),
-    ("fp16", 2.0, "IEEE 754 half precision"),
-    ("fp8", 1.0, "8-bit float (e4m3 / e5m2), scales not included"),
-    ("fp4", 0.5, "4-bit float (e2m1), block scales not included"),
-]
-
-
-def _deployment(
-    gpu: str,
-    short: str,
-    gpus: int,
-    tp: int,
-    dp: int,
-    ep: int,
-    moe_tp: int,
-    kv: str = "bf16",
-    weights: str = "bf16",
-    *,
-    pp: int = 1,
-    cp: int = 1,
-    cp_kind: str = "none",
-):
-    degrees = (("tp", tp, ""), ("cp", cp, f"-{cp_kind}"), ("dp", dp, ""), ("ep", ep, ""), ("pp", pp, ""))
-    layout = "-".join(f"{k}{v}{tail}" for k, v, tail in degrees if v > 1) or "single"
-    suffix = ("" if weights == "bf16" else f"-w{weights}") + ("" if kv == "bf16" else f"-kv{kv}")
-    return (
-        f"{gpus}x{short}-{layout}{suffix}",
-        gpu,
-        gpus,
-        tp,
-        dp,
-        ep,
-        moe_tp,
-        pp,
-        cp,
-        cp_kind,
-        None,  # nodes: ceil(gpus / the GPU's scale-up domain)
-        weights,
-        "bf16",
-        kv,
-        0.9,
-        weights,  # weight_profile: the precision profile of the same name (archsql/specs/quant/profiles)
-    )
-
-
-DEFAULT_DEPLOYMENTS = [
-    _deployment("H200 SXM", "H200", 1, 1, 1, 1, 1),
-    *(
-        _deployment(gpu, short, 8, tp, dp, ep, moe_tp)
-        for gpu, short in (("H200 SXM", "H200"), ("B200 (HGX/DGX B200)", "B200"))
-        for tp, dp, ep, moe_tp in ((8, 1, 1, 8), (8, 1, 8, 1), (1, 8, 8, 1))
-    ),
-    _deployment("H200 SXM", "H200", 8, 8, 1, 8, 1, kv="fp8"),
-    # FP8 weights, as DeepSeek-V3/R1/V3.2, Kimi-K2 and MiniMax ship
-    *(
-        _deployment(gpu, short, 8, tp, dp, ep, 1, weights="fp8")
-        for gpu, short in (("H200 SXM", "H200"), ("B200 (HGX/DGX B200)", "B200"))
-        for tp, dp, ep in ((8, 1, 8), (1, 8, 8))
-    ),
-    # context parallel (attention tp 4 × cp 2; experts moe_tp 8), both kinds
-    *(_deployment("H200 SXM", "H200", 8, 4, 1, 1, 8, cp=2, cp_kind=kind) for kind in ("ring", "ulysses")),
-    # two 8-GPU nodes: experts over both (EP16 crosses the nodes), or a pipeline stage per node
-    _deployment("H200 SXM", "H200", 16, 8, 2, 16, 1),
-    _deployment("H200 SXM", "H200", 16, 8, 1, 1, 8, pp=2),
-]
-
-
 _DEFAULTS = {
-    "workloads": DEFAULT_WORKLOADS,
-    "workload_images": [],  # text-only workloads; add (workload, image_patches) rows
-    "dtypes": DEFAULT_DTYPES,
+    "workloads": lambda: load_default("workloads"),
+    "workload_images": lambda: PARAMETER_TABLES["workload_images"].empty_table(),  # text-only workloads
+    "dtypes": lambda: load_default("dtypes"),
     "gpus": load_gpus,
-    "deployments": DEFAULT_DEPLOYMENTS,
+    "deployments": lambda: load_default("deployments"),
+    "deployment_mesh": lambda: load_default("deployment_mesh"),
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
+_REFERENCE = {"parallel_groups": parallel_groups_table}
 
 
 def _quant():
@@ -135,6 +68,8 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
         raise StoreError(issues=[Issue(f"unknown table '{name}'", hint=did_you_mean(name, known)) for name in unknown])
     evaluated = {name: _conform(name, schema, tables.get(name)) for name, schema in TABLES.items()}
     params = {n: _conform(n, s, tables[n]) for n, s in PARAMETER_TABLES.items() if n in tables}
+    for name, table in params.items():
+        _check_keys(name, table, PARAMETER_KEYS[name])
     models = sorted({m for t in evaluated.values() for m in t.column("model").unique().to_pylist() if m})
 
     path = Path(db_path)
@@ -143,24 +78,20 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     con.begin()
     try:
         existing = _table_names(con)
-        _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES, **CHECKPOINT_TABLES}, path)
+        _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES, **REFERENCE_TABLES, **CHECKPOINT_TABLES}, path)
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
         for name, table in evaluated.items():
             _write_evaluated(con, name, table, models, exists=name in existing)
-        for name, schema in PARAMETER_TABLES.items():
+        for name in PARAMETER_TABLES:
             if name in params:
-                _replace_table(con, name, params[name], exists=name in existing)
+                _replace_table(con, name, params[name], exists=name in existing, key=PARAMETER_KEYS[name])
             elif name not in existing:
-                rows = _DEFAULTS[name]
-                default = (
-                    rows()
-                    if callable(rows)
-                    else pa.Table.from_pylist(
-                        [dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema
-                    )
-                )
-                _replace_table(con, name, default, exists=False)
+                default = _DEFAULTS[name]()
+                _check_keys(name, default, PARAMETER_KEYS[name])
+                _replace_table(con, name, default, exists=False, key=PARAMETER_KEYS[name])
+        for name, rows in _REFERENCE.items():  # from code: rewritten on every build
+            _replace_table(con, name, rows(), exists=name in existing, key=REFERENCE_KEYS[name])
         for name, schema in CHECKPOINT_TABLES.items():  # filled by write_checkpoint
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)
@@ -219,18 +150,52 @@ def write_checkpoint(db_path: str | Path, table: pa.Table, *, model: str, profil
     return checkpoint
 
 
+def insert_deployments(
+    con: duckdb.DuckDBPyConnection, rows: list[Mapping[str, object]], *, like: str | None = None
+) -> None:
+    """Insert deployments written one mapping each — the ``deployments`` columns and the
+    degree of each mesh axis by name (``tp=8, ep=8``; an axis not given has its default) —
+    into ``deployments`` and ``deployment_mesh``, by column name.  With ``like``, every
+    field not given is the named deployment's (its mesh included)."""
+    columns = PARAMETER_TABLES["deployments"].names
+    base: dict[str, object] = {}
+    if like is not None:
+        found = con.sql("select * from deployments where deployment = ?", params=[like]).to_arrow_table().to_pylist()
+        if not found:
+            raise StoreError(f"no deployment '{like}' to copy")
+        base = found[0]
+        base.update(con.execute("select axis, degree from deployment_mesh where deployment = ?", [like]).fetchall())
+    scalars, meshes = [], []
+    for row in rows:
+        try:
+            scalar, mesh = split_deployment({**base, **row}, columns)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        scalars.append(scalar)
+        meshes.extend(mesh)
+    insert_rows(con, "deployments", scalars)
+    insert_rows(con, "deployment_mesh", meshes)
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[str, object]]) -> None:
+    """Insert rows (one mapping each, by column name; a column not given is null) into the
+    parameter table ``name``."""
+    _insert_arrow(con, name, pa.Table.from_pylist(list(rows), schema=PARAMETER_TABLES[name]), create=False)
+
+
 def connect(db_path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """Open an existing store; a missing or empty file is a :class:`StoreError`."""
     path = Path(db_path)
     if not path.is_file():
         raise StoreError(f"no archsql store at {path}; {_BUILD_HINT}")
     con = _open(path, read_only=read_only)
-    missing = [name for name in (*TABLES, *PARAMETER_TABLES) if name not in _table_names(con)]
+    expected = (*TABLES, *PARAMETER_TABLES, *REFERENCE_TABLES)
+    missing = [name for name in expected if name not in _table_names(con)]
     if missing:
         con.close()
         what = (
             "has no archsql tables"
-            if len(missing) == len(TABLES) + len(PARAMETER_TABLES)
+            if len(missing) == len(expected)
             else f"is incomplete (missing tables: {', '.join(missing)})"
         )
         raise StoreError(f"{path} {what}; {_BUILD_HINT}")
@@ -303,19 +268,42 @@ def _write_evaluated(con, name: str, table: pa.Table, models: list[str], *, exis
     _insert_arrow(con, name, table, create=False)
 
 
-def _replace_table(con, name: str, table: pa.Table, *, exists: bool) -> None:
+def _replace_table(con, name: str, table: pa.Table, *, exists: bool, key: tuple[str, ...] = ()) -> None:
     if exists:
         con.execute(f'delete from "{name}"')
-    _insert_arrow(con, name, table, create=not exists)
+    _insert_arrow(con, name, table, create=not exists, key=key)
 
 
-def _insert_arrow(con, name: str, table: pa.Table, *, create: bool) -> None:
-    """Copy an Arrow table into DuckDB via a registered (zero-copy) scan."""
+def _check_keys(name: str, table: pa.Table, key: tuple[str, ...]) -> None:
+    """A :class:`StoreError` naming the table, its key and each key value given more than
+    once (or null): the table's primary key would refuse the rows."""
+    issues = []
+    for column in key:
+        nulls = table.column(column).null_count
+        if nulls:
+            issues.append(Issue(f"key column '{column}' is null in {nulls} row(s)", path=f"{name}.{column}"))
+    counts = table.group_by(list(key)).aggregate([([], "count_all")])
+    for row in counts.filter(pc.greater(counts.column("count_all"), 1)).to_pylist():
+        value = ", ".join(repr(row[c]) for c in key)
+        issues.append(Issue(f"key ({', '.join(key)}) = ({value}) appears {row['count_all']} times", path=name))
+    if issues:
+        raise StoreError(f"table '{name}' repeats its primary key ({', '.join(key)})", issues)
+
+
+def _insert_arrow(con, name: str, table: pa.Table, *, create: bool, key: tuple[str, ...] = ()) -> None:
+    """Copy an Arrow table into DuckDB via a registered (zero-copy) scan; a created table
+    has the Arrow schema's columns and, when ``key`` is given, that primary key."""
     alias = f"__archsql_in_{name}"
     cols = ", ".join(f'"{c}"' for c in table.column_names)
     con.register(alias, table)
     try:
-        if create:
+        if create and key:
+            types = con.execute(f'describe select {cols} from "{alias}"').fetchall()
+            columns = ", ".join(f'"{c}" {t}' for c, t, *_ in types)
+            primary = ", ".join(f'"{c}"' for c in key)
+            con.execute(f'create table "{name}" ({columns}, primary key ({primary}))')
+            con.execute(f'insert into "{name}" ({cols}) select {cols} from "{alias}"')
+        elif create:
             con.execute(f'create table "{name}" as select {cols} from "{alias}"')
         else:
             con.execute(f'insert into "{name}" ({cols}) select {cols} from "{alias}"')

@@ -7,16 +7,21 @@ back afterwards, so a sweep never changes the store; the views do all the arithm
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
 from archsql.errors import QueryError
+from archsql.schema.parallel import MESH_AXES, SPANS
 
-SWEEP_SQL = """
+# the degree of every mesh axis, in MESH_AXES order
+_DEGREES = ", ".join(f"g.{a.name}" for a in MESH_AXES)
+
+SWEEP_SQL = f"""
 select
-    s.deployment, s.gpu, s.gpus, n.nodes, d.tp, d.dp, d.ep, d.moe_tp, d.pp, d.cp, d.cp_kind,
+    s.deployment, s.gpu, s.gpus, n.nodes, {_DEGREES}, d.cp_kind,
     d.weight_dtype, d.weight_profile, d.kv_dtype,
     s.workload, s.phase, s.batch, s.new_tokens, s.context,
     s.time_s, s.compute_s, s.memory_s, s.comm_s, s.tokens_per_s, s.tokens_per_s_per_gpu,
@@ -27,6 +32,7 @@ select
 from step_sol as s
 join device_memory as m using (model, deployment, workload)
 join deployments as d using (deployment)
+join int_deployment_degrees as g using (deployment)
 join int_deployment_mesh as n using (deployment)
 left join (
     select model, deployment, string_agg(problem, '; ' order by problem) as problems
@@ -38,34 +44,15 @@ where s.model = ? and s.deployment like 'sweep:%' and s.workload like 'sweep:%'
 order by s.deployment, s.workload
 """
 
-
-# the deployments columns of a grid row, in order
-DEPLOYMENT_COLUMNS = (
-    "deployment",
-    "gpu",
-    "gpus",
-    "tp",
-    "dp",
-    "ep",
-    "moe_tp",
-    "pp",
-    "weight_dtype",
-    "act_dtype",
-    "kv_dtype",
-    "usable_memory_fraction",
-    "weight_profile",
-    "cp",
-    "cp_kind",
-)
 # weight dtype of a sweep → the precision profile its weights are stored in
 WEIGHT_PROFILES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "nvfp4"}
+# the axes a sweep tries degrees of; each of the others takes what its span leaves
+SWEPT_AXES = tuple(a for a in MESH_AXES if a.sweep is not None)
 
 
 def grid(
     gpus: Sequence[str],
     counts: Sequence[int],
-    tp: Sequence[int],
-    ep: Sequence[int],
     batch: Sequence[int],
     context: Sequence[int],
     weights: Sequence[str] = ("bf16",),
@@ -73,36 +60,70 @@ def grid(
     phase: str = "decode",
     usable_memory_fraction: float = 0.9,
     *,
-    cp: Sequence[int] = (1,),
+    degrees: Mapping[str, Sequence[int]] | None = None,
     cp_kinds: Sequence[str] = ("ring",),
-    pp: Sequence[int] = (1,),
-) -> tuple[list[tuple], list[tuple]]:
-    """Deployment and workload rows of a sweep.  Attention runs tp × cp × dp × pp = GPUs (dp
-    is what the others leave), MoE ep × moe_tp × pp = GPUs; combinations that do not divide
-    are skipped.  Every cp > 1 is tried with each of ``cp_kinds`` (ulysses, ring)."""
+) -> tuple[list[dict], list[dict]]:
+    """Deployment and workload rows of a sweep (one mapping each: columns and mesh degrees
+    by name).  ``degrees`` gives the degrees tried of each swept axis (``SWEPT_AXES``: tp,
+    ep, pp, cp; an axis not given: its default); each other axis takes what its span leaves
+    — attention runs tp × cp × dp × pp = GPUs, MoE ep × moe_tp × pp = GPUs — and
+    combinations that do not divide are skipped.  Every cp > 1 is tried with each of
+    ``cp_kinds`` (ulysses, ring)."""
+    degrees = dict(degrees or {})
+    unknown = sorted(set(degrees) - {a.name for a in SWEPT_AXES})
+    if unknown:
+        raise QueryError(f"'{unknown[0]}' is not a swept mesh axis (swept: {', '.join(a.name for a in SWEPT_AXES)})")
+    tried = [degrees.get(a.name, (a.default,)) for a in SWEPT_AXES]
     deployments = []
-    for gpu, n, t, c, p, e, w, k in itertools.product(gpus, counts, tp, cp, pp, ep, weights, kv):
-        if n % (t * c * p) or n % (e * p):
-            continue
-        for kind in cp_kinds if c > 1 else ("none",):
-            ctx = f"-cp{c}-{kind}" if c > 1 else ""
-            stages = f"-pp{p}" if p > 1 else ""
-            dp, moe_tp = n // (t * c * p), n // (e * p)
-            name = f"sweep:{n}x{gpu}:tp{t}{ctx}-dp{dp}-ep{e}{stages}-w{w}-kv{k}"
-            profile = WEIGHT_PROFILES.get(w, w)
-            row = (name, gpu, n, t, dp, e, moe_tp, p, w, "bf16", k, usable_memory_fraction, profile, c, kind)
-            deployments.append(row)
+    for gpu, n, *chosen, w, k in itertools.product(gpus, counts, *tried, weights, kv):
+        mesh = dict(zip((a.name for a in SWEPT_AXES), chosen, strict=True))
+        for span in SPANS:
+            taken = math.prod(mesh[a.name] for a in SWEPT_AXES if span in a.spans)
+            if n % taken:
+                break
+            (fill,) = (a for a in MESH_AXES if a.fills == span)
+            mesh[fill.name] = n // taken
+        else:
+            deployments.extend(_grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds))
     workloads = [
-        (f"sweep:{phase}:b{b}:c{c}", phase, b, 1 if phase == "decode" else c, c)
+        {
+            "workload": f"sweep:{phase}:b{b}:c{c}",
+            "phase": phase,
+            "batch": b,
+            "new_tokens": 1 if phase == "decode" else c,
+            "context": c,
+        }
         for b, c in itertools.product(batch, context)
     ]
     return deployments, workloads
 
 
-def sweep(model: str, db: str | Path, deployments: list[tuple], workloads: list[tuple]) -> pa.Table:
+def _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds) -> list[dict]:
+    rows = []
+    t, c, p, dp, e = mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"], mesh["ep"]
+    for kind in cp_kinds if c > 1 else ("none",):
+        ctx = f"-cp{c}-{kind}" if c > 1 else ""
+        stages = f"-pp{p}" if p > 1 else ""
+        row = {
+            "deployment": f"sweep:{n}x{gpu}:tp{t}{ctx}-dp{dp}-ep{e}{stages}-w{w}-kv{k}",
+            "gpu": gpu,
+            "gpus": n,
+            "cp_kind": kind,
+            "weight_dtype": w,
+            "act_dtype": "bf16",
+            "kv_dtype": k,
+            "usable_memory_fraction": usable_memory_fraction,
+            "weight_profile": WEIGHT_PROFILES.get(w, w),
+            **mesh,
+        }
+        rows.append(row)
+    return rows
+
+
+def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[dict]) -> pa.Table:
     """SOL and memory for every (deployment, workload) of the grid, for one model."""
     from archsql.api import default_db
-    from archsql.store import connect
+    from archsql.store import connect, insert_deployments, insert_rows
 
     if not deployments or not workloads:
         raise QueryError("the sweep grid is empty: no GPU count is divisible by the given tp / cp / pp / ep degrees")
@@ -112,9 +133,8 @@ def sweep(model: str, db: str | Path, deployments: list[tuple], workloads: list[
         if not known:
             raise QueryError(f"model '{model}' is not in the store; run `archsql build {model}` first")
         con.begin()
-        columns, marks = ", ".join(DEPLOYMENT_COLUMNS), ", ".join("?" * len(DEPLOYMENT_COLUMNS))
-        con.executemany(f"insert into deployments ({columns}) values ({marks})", deployments)
-        con.executemany("insert into workloads values (?, ?, ?, ?, ?)", workloads)
+        insert_deployments(con, deployments)
+        insert_rows(con, "workloads", workloads)
         problems = con.execute(
             "select deployment, problem from deployment_checks where deployment like 'sweep:%'"
         ).fetchall()

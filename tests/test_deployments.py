@@ -9,6 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from archsql.store import insert_deployments
+
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 H200_HBM = 4.8e12  # bytes/s, archsql/gpus/gpus.csv (H200 SXM: 4.8 TB/s)
 H200_BF16 = 989e12  # dense BF16 FLOP/s, same row
@@ -94,9 +96,10 @@ def test_a_deployment_that_does_not_fit_says_so_with_the_shortfall(catalog_db, t
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
-    con.execute(
-        "insert into deployments select * replace ('8xH200-dp8-ep8-fp8' as deployment, 'fp8' as weight_dtype, "
-        "'fp8' as weight_profile) from deployments where deployment = '8xH200-dp8-ep8'"
+    insert_deployments(
+        con,
+        [{"deployment": "8xH200-dp8-ep8-fp8", "weight_dtype": "fp8", "weight_profile": "fp8"}],
+        like="8xH200-dp8-ep8",
     )
     rows = dict(
         (d, (fits, short, total, usable))

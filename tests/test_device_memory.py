@@ -11,6 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from archsql.store import insert_deployments
+
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 H200_USABLE = 0.9 * 141e9  # archsql/gpus/gpus.csv: H200 SXM 141 GB; default usable fraction 0.9
 
@@ -190,9 +192,8 @@ def test_expert_parallelism_divides_stacked_mxfp4_experts_with_their_scales(cata
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
-    con.execute(
-        "insert into deployments select * replace ('8xH200-dp8-ep8-native' as deployment, 'native' as weight_profile) "
-        "from deployments where deployment = '8xH200-dp8-ep8'"
+    insert_deployments(
+        con, [{"deployment": "8xH200-dp8-ep8-native", "weight_profile": "native"}], like="8xH200-dp8-ep8"
     )
     got = dict(
         con.execute(

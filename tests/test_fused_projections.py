@@ -13,6 +13,7 @@ import pytest
 from archsql.errors import ShapeError
 from archsql.evaluator import evaluate
 from archsql.specs import COMPONENTS_DIR, CONFIGS_DIR, MODELS_DIR, load_library
+from archsql.store import insert_deployments
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 NEMOTRON = "Nemotron-H-56B-Base-8K"
@@ -29,12 +30,8 @@ def tp_store(catalog_db, tmp_path_factory) -> duckdb.DuckDBPyConnection:
     db = tmp_path_factory.mktemp("tp") / "store.duckdb"
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
-    for n in (16, 32):
-        con.execute(
-            "insert into deployments select * replace (? as deployment, ? as gpus, ? as tp, 1 as dp, ? as ep, "
-            "1 as moe_tp) from deployments where deployment = '8xH200-tp8-ep8'",
-            [f"{n}xH200-tp{n}", n, n, n],
-        )
+    rows = [{"deployment": f"{n}xH200-tp{n}", "gpus": n, "tp": n, "dp": 1, "ep": n, "moe_tp": 1} for n in (16, 32)]
+    insert_deployments(con, rows, like="8xH200-tp8-ep8")
     assert con.execute("select * from deployment_checks").fetchall() == []
     return con
 

@@ -49,6 +49,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from archsql.evaluator.factors import factor_value
+from archsql.store import insert_deployments
 
 MODELS = (
     "Meta-Llama-3.1-8B",  # dense GQA
@@ -223,9 +224,9 @@ def test_per_device_summed_over_the_mesh_is_global(store, model, deployment, wor
     con = store
     row = {**FIXED, **deployment, "deployment": NAME}
     con.execute("delete from deployments where deployment = ?", [NAME])
+    con.execute("delete from deployment_mesh where deployment = ?", [NAME])
     con.execute("delete from workloads where workload = ?", [NAME])
-    cols = ", ".join(f"? as {k}" for k in row)
-    con.execute(f"insert into deployments by name select {cols}", list(row.values()))
+    insert_deployments(con, [row])
     con.execute(
         "insert into workloads by name select ? as workload, ? as phase, ? as batch, ? as new_tokens, ? as context",
         [NAME, workload["phase"], workload["batch"], workload["new_tokens"], workload["context"]],

@@ -15,6 +15,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from archsql.store import insert_deployments
+
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 NVLINK = 900e9 / 2  # H200 scale-up, per direction
 NIC = 400e9 / 8  # H200 scale-out, per GPU and direction
@@ -23,6 +25,15 @@ LLAMA = "Meta-Llama-3.1-8B"
 COLLECTIVES = ("all_reduce", "all_gather", "all_to_all", "ring_pass", "p2p")
 
 # deployments added for these tests: name, gpus, tp, dp, ep, moe_tp, pp, cp, cp_kind, nodes
+# the fields every extra deployment shares
+BF16_H200 = {
+    "gpu": "H200 SXM",
+    "weight_dtype": "bf16",
+    "act_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "usable_memory_fraction": 0.9,
+    "weight_profile": "bf16",
+}
 EXTRA = [
     ("2xH200-cp2-ring", 2, 1, 1, 1, 2, 1, 2, "ring", None),
     ("2xH200-cp2-ulysses", 2, 1, 1, 1, 2, 1, 2, "ulysses", None),
@@ -42,13 +53,14 @@ def mesh_db(catalog_db, tmp_path_factory):
     db = tmp_path_factory.mktemp("mesh") / "store.duckdb"
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
-    for name, gpus, tp, dp, ep, moe_tp, pp, cp, kind, nodes in EXTRA:
-        con.execute(
-            "insert into deployments by name select ? as deployment, 'H200 SXM' as gpu, ? as gpus, ? as tp, ? as dp, "
-            "? as ep, ? as moe_tp, ? as pp, ? as cp, ? as cp_kind, ?::bigint as nodes, 'bf16' as weight_dtype, "
-            "'bf16' as act_dtype, 'bf16' as kv_dtype, 0.9 as usable_memory_fraction, 'bf16' as weight_profile",
-            [name, gpus, tp, dp, ep, moe_tp, pp, cp, kind, nodes],
-        )
+    insert_deployments(
+        con,
+        [
+            {**BF16_H200, "deployment": name, "gpus": gpus, "tp": tp, "dp": dp, "ep": ep, "moe_tp": moe_tp}
+            | {"pp": pp, "cp": cp, "cp_kind": kind, "nodes": nodes}
+            for name, gpus, tp, dp, ep, moe_tp, pp, cp, kind, nodes in EXTRA
+        ],
+    )
     assert con.execute("select * from deployment_checks").fetchall() == []
     con.close()
     con = duckdb.connect(str(db), read_only=True)
@@ -361,13 +373,14 @@ def test_bad_mesh_degrees_are_reported_with_the_fix(catalog_db, tmp_path):
         ("nodes-1-of-16", 16, 8, 2, 1, "none", 1),
         ("cp-too-many", 8, 8, 1, 2, "ulysses", None),
     ]
-    for name, gpus, tp, dp, cp, kind, nodes in bad:
-        con.execute(
-            "insert into deployments by name select ? as deployment, 'H200 SXM' as gpu, ? as gpus, ? as tp, ? as dp, "
-            "1 as ep, ? as moe_tp, 1 as pp, ? as cp, ? as cp_kind, ?::bigint as nodes, 'bf16' as weight_dtype, "
-            "'bf16' as act_dtype, 'bf16' as kv_dtype, 0.9 as usable_memory_fraction, 'bf16' as weight_profile",
-            [name, gpus, tp, dp, gpus, cp, kind, nodes],
-        )
+    insert_deployments(
+        con,
+        [
+            {**BF16_H200, "deployment": name, "gpus": gpus, "tp": tp, "dp": dp, "ep": 1, "moe_tp": gpus}
+            | {"pp": 1, "cp": cp, "cp_kind": kind, "nodes": nodes}
+            for name, gpus, tp, dp, cp, kind, nodes in bad
+        ],
+    )
     found: dict[str, set[str]] = {}
     for deployment, rule, problem, fix in con.execute(
         "select deployment, rule, problem, fix from deployment_checks"

@@ -12,23 +12,28 @@ from archsql.sweep import grid, pareto, sweep
 
 
 def test_grid_keeps_only_layouts_that_divide_the_gpus():
-    deployments, workloads = grid(["H200 SXM"], [8], [1, 3, 8], [1, 8], [1, 64], [8192])
+    deployments, workloads = grid(["H200 SXM"], [8], [1, 64], [8192], degrees={"tp": [1, 3, 8], "ep": [1, 8]})
     # tp 3 does not divide 8 GPUs; each remaining (tp, ep) pair is one deployment
-    assert sorted((d[3], d[4], d[5], d[6]) for d in deployments) == [
+    assert sorted((d["tp"], d["dp"], d["ep"], d["moe_tp"]) for d in deployments) == [
         (1, 8, 1, 8),
         (1, 8, 8, 1),
         (8, 1, 1, 8),
         (8, 1, 8, 1),
     ]
-    assert all(d[3] * d[4] == d[2] and d[5] * d[6] == d[2] for d in deployments)
-    assert [(w[2], w[3], w[4]) for w in workloads] == [(1, 1, 8192), (64, 1, 8192)]
+    assert all(d["tp"] * d["dp"] == d["gpus"] and d["ep"] * d["moe_tp"] == d["gpus"] for d in deployments)
+    assert [(w["batch"], w["new_tokens"], w["context"]) for w in workloads] == [(1, 1, 8192), (64, 1, 8192)]
+
+
+def test_grid_refuses_an_axis_it_does_not_sweep():
+    with pytest.raises(QueryError, match="'dp' is not a swept mesh axis"):
+        grid(["H200 SXM"], [8], [1], [8192], degrees={"dp": [8]})
 
 
 def test_sweep_answers_every_point_and_leaves_the_store_unchanged(catalog_db, tmp_path):
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
     deployments, workloads = grid(
-        ["H200 SXM", "B200 (HGX/DGX B200)"], [8], [1, 8], [8], [1, 64], [8192, 32768], ["fp8"]
+        ["H200 SXM", "B200 (HGX/DGX B200)"], [8], [1, 64], [8192, 32768], ["fp8"], degrees={"tp": [1, 8], "ep": [8]}
     )
     table = sweep("DeepSeek-V3", db, deployments, workloads)
     assert table.num_rows == len(deployments) * len(workloads) == 16
@@ -55,7 +60,7 @@ def test_sweep_answers_every_point_and_leaves_the_store_unchanged(catalog_db, tm
 def test_sweep_of_a_model_not_in_the_store_says_how_to_fix_it(catalog_db, tmp_path):
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
-    deployments, workloads = grid(["H200 SXM"], [8], [8], [8], [1], [8192])
+    deployments, workloads = grid(["H200 SXM"], [8], [1], [8192], degrees={"tp": [8], "ep": [8]})
     with pytest.raises(QueryError, match="archsql build NoSuchModel"):
         sweep("NoSuchModel", db, deployments, workloads)
     with pytest.raises(QueryError, match="grid is empty"):
@@ -68,23 +73,33 @@ def test_deployment_checks_report_broken_layouts(catalog_db, tmp_path):
     con = duckdb.connect(str(db))
     assert con.execute("select count(*) from deployment_checks").fetchone() == (0,)  # the defaults are valid
     con.execute(
-        "insert into deployments by name select 'bad' as deployment, 'H300' as gpu, 8 as gpus, 4 as tp, 1 as dp, "
-        "8 as ep, 1 as moe_tp, 1 as pp, 1 as cp, 'none' as cp_kind, 'bf16' as weight_dtype, 'bf16' as act_dtype, "
-        "'fp9' as kv_dtype, 0.9 as usable_memory_fraction, 'bf16' as weight_profile"
+        "insert into deployments by name select 'bad' as deployment, 'H300' as gpu, 8 as gpus, 'none' as cp_kind, "
+        "'bf16' as weight_dtype, 'bf16' as act_dtype, 'fp9' as kv_dtype, 0.9 as usable_memory_fraction, "
+        "'bf16' as weight_profile"
     )
+    # tp 4 × dp 1 (no row: its default) = 4 of 8 GPUs; 'tpp' is no mesh axis
+    con.execute("insert into deployment_mesh values ('bad', 'tp', 4), ('bad', 'ep', 8), ('bad', 'tpp', 2)")
     rules = {r for (r,) in con.execute("select rule from deployment_checks where deployment = 'bad'").fetchall()}
-    assert rules == {"attention degrees", "gpu", "dtype"}
+    assert rules == {"attention degrees", "gpu", "dtype", "mesh axis"}
+    (fix,) = con.execute("select fix from deployment_checks where rule = 'mesh axis'").fetchone()
+    assert fix == "use an axis of parallel_groups: tp, dp, ep, moe_tp, pp, cp"
+    con.execute("insert into deployment_mesh values ('gone', 'tp', 2)")
+    assert con.execute("select rule from deployment_checks where deployment = 'gone'").fetchall() == [
+        ("mesh deployment",)
+    ]
 
 
 def test_grid_with_context_and_pipeline_parallel_degrees():
     """16 GPUs, tp 4 or 8, cp 1 or 2 (ring and Ulysses), pp 1 or 2, ep 8 or 16: attention runs
     tp × cp × dp × pp = 16 and experts ep × moe_tp × pp = 16; ep 16 with pp 2 does not divide."""
-    from archsql.sweep import DEPLOYMENT_COLUMNS
-
-    deployments, _ = grid(
-        ["H200 SXM"], [16], [4, 8], [8, 16], [1], [8192], cp=[1, 2], cp_kinds=["ring", "ulysses"], pp=[1, 2]
+    rows, _ = grid(
+        ["H200 SXM"],
+        [16],
+        [1],
+        [8192],
+        degrees={"tp": [4, 8], "ep": [8, 16], "cp": [1, 2], "pp": [1, 2]},
+        cp_kinds=["ring", "ulysses"],
     )
-    rows = [dict(zip(DEPLOYMENT_COLUMNS, d, strict=True)) for d in deployments]
     got = sorted((r["tp"], r["cp"], r["cp_kind"], r["pp"], r["dp"], r["ep"], r["moe_tp"]) for r in rows)
     expected = sorted(
         (tp, cp, kind, pp, 16 // (tp * cp * pp), ep, 16 // (ep * pp))
@@ -129,7 +144,13 @@ def test_sweep_names_layouts_the_model_cannot_run(catalog_db, tmp_path):
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
     deployments, workloads = grid(
-        ["H200 SXM"], [8], [4], [1], [1], [8192], phase="prefill", cp=[2], cp_kinds=["ring", "ulysses"]
+        ["H200 SXM"],
+        [8],
+        [1],
+        [8192],
+        phase="prefill",
+        degrees={"tp": [4], "ep": [1], "cp": [2]},
+        cp_kinds=["ring", "ulysses"],
     )
     table = sweep("Qwen2.5-7B", db, deployments, workloads)
     problems = {r["cp_kind"]: r["layout_problems"] for r in table.to_pylist()}

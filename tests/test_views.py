@@ -86,7 +86,7 @@ import pytest
 
 from archsql import store
 from archsql.errors import QueryError, SpecError, StoreError
-from archsql.schema.tables import PARAMETER_TABLES, TABLES
+from archsql.schema.tables import PARAMETER_KEYS, PARAMETER_TABLES, TABLES
 from archsql.views import check_invariants, create_views, macro_files, view_docs, view_files
 
 TOY = "toy-moe"
@@ -626,6 +626,56 @@ def test_user_workloads_are_kept(tmp_path):
         assert rows(con, "select workload, flops from flops") == [("mine", toy_flops("decode", 2, 1, 10))]
     finally:
         con.close()
+
+
+def test_parameter_tables_refuse_a_row_given_twice(tmp_path):
+    """Every parameter table has its natural key: the README's example inserted twice is a
+    constraint error, not a doubled row (and doubled results)."""
+    import duckdb
+
+    store.write_store(tmp_path / "s.duckdb", toy_tables())
+    con = duckdb.connect(str(tmp_path / "s.duckdb"))
+    try:
+        con.execute("insert into workloads values ('decode_b32_c32k', 'decode', 32, 1, 32768)")
+        with pytest.raises(duckdb.ConstraintException, match="decode_b32_c32k"):
+            con.execute("insert into workloads values ('decode_b32_c32k', 'decode', 32, 1, 32768)")
+        con.execute("insert into workload_images values ('prefill_2k', 4096)")
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("insert into workload_images values ('prefill_2k', 1024)")
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("insert into deployment_mesh values ('8xH200-tp8', 'tp', 4)")
+        for table, key in PARAMETER_KEYS.items():
+            primary = con.execute(
+                "select constraint_column_names from duckdb_constraints() "
+                "where table_name = ? and constraint_type = 'PRIMARY KEY'",
+                [table],
+            ).fetchall()
+            assert primary == [(list(key),)], table
+    finally:
+        con.close()
+
+
+def test_write_store_names_the_repeated_key(tmp_path):
+    twice = [{"workload": "mine", "phase": "decode", "batch": 2, "new_tokens": 1, "context": 10}] * 2
+    with pytest.raises(StoreError, match=r"table 'workloads' repeats its primary key \(workload\)") as err:
+        store.write_store(tmp_path / "s.duckdb", {**toy_tables(), "workloads": pa.Table.from_pylist(twice)})
+    assert "key (workload) = ('mine') appears 2 times" in str(err.value)
+    mesh = [{"deployment": "d", "axis": "tp", "degree": 2}, {"deployment": "d", "axis": "tp", "degree": 4}]
+    with pytest.raises(StoreError, match=r"key \(deployment, axis\) = \('d', 'tp'\) appears 2 times"):
+        store.write_store(tmp_path / "s.duckdb", {**toy_tables(), "deployment_mesh": pa.Table.from_pylist(mesh)})
+    assert not (tmp_path / "s.duckdb").exists()  # refused before the store is opened
+
+
+def test_a_store_of_the_old_deployments_layout_says_to_rebuild(tmp_path):
+    import duckdb
+
+    path = tmp_path / "old.duckdb"
+    store.write_store(path, toy_tables())
+    con = duckdb.connect(str(path))
+    con.execute("alter table deployments add column tp bigint")
+    con.close()
+    with pytest.raises(StoreError, match=r"table 'deployments' has columns .*delete the file and run `archsql build`"):
+        store.write_store(path, toy_tables())
 
 
 def test_missing_store(tmp_path):

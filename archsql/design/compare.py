@@ -89,14 +89,24 @@ class Contract:
     gpu: str = "H200 SXM"
     dtype: str = "bf16"
 
-    def workloads(self) -> list[tuple[str, str, int, int, int]]:
+    def workloads(self) -> list[dict]:
         return dstore.workload_rows(self.contexts, self.batch)
 
-    def deployment(self) -> tuple:
-        # one GPU (gpus, tp, dp, ep, moe_tp, pp, cp all 1), no cp kind, nodes derived; weights
-        # stored in the precision profile named like the dtype
-        single = (1, 1, 1, 1, 1, 1, 1, "none", None)
-        return (CONTRACT_DEPLOYMENT, self.gpu, *single, self.dtype, self.dtype, self.dtype, 0.9, self.dtype)
+    def deployment(self) -> dict:
+        # one GPU (every mesh axis its default 1), no cp kind, nodes derived; weights stored in
+        # the precision profile named like the dtype
+        return {
+            "deployment": CONTRACT_DEPLOYMENT,
+            "gpu": self.gpu,
+            "gpus": 1,
+            "cp_kind": "none",
+            "nodes": None,
+            "weight_dtype": self.dtype,
+            "act_dtype": self.dtype,
+            "kv_dtype": self.dtype,
+            "usable_memory_fraction": 0.9,
+            "weight_profile": self.dtype,
+        }
 
 
 @dataclass(frozen=True)

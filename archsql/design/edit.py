@@ -285,7 +285,7 @@ def edit_model(
     if batch < 1:
         raise DesignError(f"--batch must be positive, got {batch}")
     deployments = dstore.default_deployments()
-    names = [row[0] for row in deployments]
+    names = [row["deployment"] for row in deployments]
     if deployment not in names:
         raise unknown_choice("deployment", deployment, names, "--deployment")
     derived = derive(

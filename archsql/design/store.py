@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from archsql.errors import DesignError, Issue, did_you_mean
 from archsql.evaluator import Analysis
+from archsql.schema.parallel import split_deployment
 from archsql.schema.tables import PARAMETER_TABLES, TABLES
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -70,12 +71,13 @@ def token_label(n: int) -> str:
     return f"{n // K}k" if n % K == 0 else str(n)
 
 
-def workload_rows(contexts: Sequence[int], batch: int) -> list[tuple[str, str, int, int, int]]:
-    """One prefill (s = c) and one decode step (s = 1) per context, ``batch`` requests each."""
+def workload_rows(contexts: Sequence[int], batch: int) -> list[dict[str, Any]]:
+    """One prefill (s = c) and one decode step (s = 1) per context, ``batch`` requests each
+    (``workloads`` rows by column name)."""
     rows = []
     for c in contexts:
-        rows.append((prefill_workload(c), "prefill", batch, c, c))
-        rows.append((decode_workload(c, batch), "decode", batch, 1, c))
+        for name, phase, new_tokens in ((prefill_workload(c), "prefill", c), (decode_workload(c, batch), "decode", 1)):
+            rows.append({"workload": name, "phase": phase, "batch": batch, "new_tokens": new_tokens, "context": c})
     return rows
 
 
@@ -94,11 +96,12 @@ def write(
     db: str | Path,
     analyses: Sequence[Analysis],
     *,
-    workloads: Sequence[tuple[str, str, int, int, int]],
-    deployments: Sequence[tuple] | None = None,
+    workloads: Sequence[Mapping[str, Any]],
+    deployments: Sequence[Mapping[str, Any]] | None = None,
 ) -> Path:
-    """Write evaluated models and the design's workloads (and deployments, when given) into
-    the design store ``db`` with :func:`archsql.store.write_store` (views recreated)."""
+    """Write evaluated models and the design's workloads (and deployments, when given: one
+    mapping each, its columns and mesh degrees by name) into the design store ``db`` with
+    :func:`archsql.store.write_store` (views recreated)."""
     from archsql.store import write_store
 
     tables: dict[str, pa.Table] = {}
@@ -107,21 +110,28 @@ def write(
         tables[name] = pa.concat_tables(parts) if parts else TABLES[name].empty_table()
     tables["workloads"] = _param_table("workloads", workloads)
     if deployments is not None:
-        tables["deployments"] = _param_table("deployments", deployments)
+        columns = PARAMETER_TABLES["deployments"].names
+        split = [split_deployment(row, columns) for row in deployments]
+        tables["deployments"] = _param_table("deployments", [scalar for scalar, _ in split])
+        tables["deployment_mesh"] = _param_table("deployment_mesh", [m for _, mesh in split for m in mesh])
     path = Path(db)
     write_store(path, tables)
     return path
 
 
-def _param_table(name: str, rows: Sequence[tuple]) -> pa.Table:
-    schema = PARAMETER_TABLES[name]
-    return pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
+def _param_table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(list(rows), schema=PARAMETER_TABLES[name])
 
 
-def default_deployments() -> list[tuple]:
-    from archsql.store import DEFAULT_DEPLOYMENTS
+def default_deployments() -> list[dict[str, Any]]:
+    """The default deployments (archsql/defaults), one mapping each: columns and the
+    degrees of the mesh axes that are not 1."""
+    from archsql.defaults import load_default
 
-    return list(DEFAULT_DEPLOYMENTS)
+    rows = {r["deployment"]: r for r in load_default("deployments").to_pylist()}
+    for m in load_default("deployment_mesh").to_pylist():
+        rows[m["deployment"]][m["axis"]] = m["degree"]
+    return list(rows.values())
 
 
 def check_gpu(gpu: str) -> str:
@@ -137,9 +147,9 @@ def check_gpu(gpu: str) -> str:
 
 
 def check_dtype(dtype: str) -> str:
-    from archsql.store import DEFAULT_DTYPES
+    from archsql.defaults import load_default
 
-    names = [row[0] for row in DEFAULT_DTYPES]
+    names = load_default("dtypes").column("dtype").to_pylist()
     if dtype not in names:
         raise DesignError(
             f"unknown dtype '{dtype}'", [Issue(f"known dtypes: {', '.join(names)}", hint=did_you_mean(dtype, names))]

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from archsql.gpus.table import GPU_SCHEMA
 from archsql.ingest.tables import CHECKPOINT_TABLES
+from archsql.schema.parallel import PARALLEL_GROUPS_SCHEMA
 
 PHASES = ("prefill", "decode")
 
@@ -291,20 +292,15 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
     ),
     "dtypes": pa.schema([("dtype", pa.string()), ("bytes", pa.float64()), ("description", pa.string())]),
     "gpus": GPU_SCHEMA,
-    # how a model is laid out on GPUs.  Attention layers run tp × cp × dp (tensor × context
-    # × data parallel over requests) per pipeline stage; MoE layers run ep × moe_tp on the
-    # same GPUs.
+    # how a model is laid out on GPUs: the GPUs, dtypes and memory; the degree of each
+    # parallel axis is a deployment_mesh row (archsql.schema.parallel.MESH_AXES).  Attention
+    # layers run tp × cp × dp (tensor × context × data parallel over requests) per pipeline
+    # stage; MoE layers run ep × moe_tp on the same GPUs.
     "deployments": pa.schema(
         [
             ("deployment", pa.string()),
             ("gpu", pa.string()),  # a gpus.gpu name
             ("gpus", pa.int64()),  # GPUs in the deployment
-            ("tp", pa.int64()),  # attention / dense-FFN tensor parallel (groups attention, ffn)
-            ("dp", pa.int64()),  # attention data parallel over requests (group dp)
-            ("ep", pa.int64()),  # expert parallel (group moe_ep)
-            ("moe_tp", pa.int64()),  # tensor parallel inside experts (group moe_tp)
-            ("pp", pa.int64()),  # pipeline stages (contiguous layer ranges, vLLM's partition)
-            ("cp", pa.int64()),  # context parallel: the sequence (and the cache positions) split (group cp)
             ("cp_kind", pa.string()),  # 'ulysses' (head all-to-all) | 'ring' (K/V passed around) | 'none' (cp 1)
             ("nodes", pa.int64()),  # nodes the GPUs span; null: ceil(gpus / the GPU's scale-up domain)
             ("weight_dtype", pa.string()),  # a dtypes.dtype
@@ -317,13 +313,35 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("weight_profile", pa.string()),
         ]
     ),
-    # bits per element of every stored dtype (safetensors names; archsql.dtypes.DTYPE_BITS)
+    # the degree of each parallel axis of a deployment (DTensor's DeviceMesh: names and sizes);
+    # an axis of archsql.schema.parallel.MESH_AXES with no row has its default degree (1)
+    "deployment_mesh": pa.schema([("deployment", pa.string()), ("axis", pa.string()), ("degree", pa.int64())]),
+    # bits per element of every stored dtype (safetensors names; ingest.safetensors_headers.DTYPE_BITS)
     "storage_dtypes": pa.schema([("dtype", pa.string()), ("bits", pa.int64()), ("description", pa.string())]),
     # multimodal wrapper prefixes of tensor names → canonical prefix (specs/checkpoint_prefixes.yaml)
     "checkpoint_prefixes": pa.schema(
         [("prefix", pa.string()), ("canonical", pa.string()), ("description", pa.string())]
     ),
 }
+
+
+# The natural key of every parameter table: a row given twice is a constraint error.
+PARAMETER_KEYS: dict[str, tuple[str, ...]] = {
+    "workloads": ("workload",),
+    "workload_images": ("workload",),
+    "dtypes": ("dtype",),
+    "gpus": ("gpu",),
+    "deployments": ("deployment",),
+    "deployment_mesh": ("deployment", "axis"),
+    "storage_dtypes": ("dtype",),
+    "checkpoint_prefixes": ("prefix",),
+}
+assert set(PARAMETER_KEYS) == set(PARAMETER_TABLES)
+
+# Reference tables written from code on every build (not yours to edit): the parallel
+# groups of the mesh axes (archsql.schema.parallel).
+REFERENCE_TABLES: dict[str, pa.Schema] = {"parallel_groups": PARALLEL_GROUPS_SCHEMA}
+REFERENCE_KEYS: dict[str, tuple[str, ...]] = {"parallel_groups": ("group",)}
 
 
 def empty(name: str) -> pa.Table:

@@ -1,14 +1,8 @@
--- How models are laid out on GPUs (parameter table).
+-- How models are laid out on GPUs (parameter table); the degrees are base_deployment_mesh rows.
 select
     deployment,
     gpu,
     gpus,
-    tp,
-    dp,
-    ep,
-    moe_tp,
-    pp,
-    cp,
     cp_kind,
     nodes,
     weight_dtype,

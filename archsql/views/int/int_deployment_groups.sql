@@ -1,41 +1,44 @@
--- The degree of every parallel group in every deployment.
+-- The degree of every parallel group in every deployment: the degree of the mesh axis that sizes it.
 with
 
 deployments as (
     select
         deployment,
-        tp,
-        dp,
-        ep,
-        moe_tp,
-        pp,
-        cp,
         cp_kind
     from base_deployments
 ),
 
--- the cp_ulysses / cp_ring collectives take the cp degree only for the deployment's cp_kind
--- (a group of one device is free)
+parallel_groups as (
+    select
+        "group",
+        axis,
+        cp_kind,
+        default_degree
+    from base_parallel_groups
+),
+
+mesh as (
+    select
+        deployment,
+        axis,
+        degree
+    from base_deployment_mesh
+),
+
+-- an axis with no mesh row has its default degree; the cp_ulysses / cp_ring collectives take
+-- the cp degree only for the deployment's cp_kind (a group of one device is free)
 groups as (
-    select deployment, 'attention' as "group", tp as degree from deployments
-    union all
-    select deployment, 'ffn' as "group", tp as degree from deployments
-    union all
-    select deployment, 'cp' as "group", cp as degree from deployments
-    union all
-    select deployment, 'cp_ulysses' as "group", case when cp_kind = 'ulysses' then cp else 1 end as degree
-    from deployments
-    union all
-    select deployment, 'cp_ring' as "group", case when cp_kind = 'ring' then cp else 1 end as degree
-    from deployments
-    union all
-    select deployment, 'dp' as "group", dp as degree from deployments
-    union all
-    select deployment, 'moe_ep' as "group", ep as degree from deployments
-    union all
-    select deployment, 'moe_tp' as "group", moe_tp as degree from deployments
-    union all
-    select deployment, 'pp' as "group", pp as degree from deployments
+    select
+        d.deployment,
+        p."group",
+        case
+            when p.cp_kind is not null and p.cp_kind is distinct from d.cp_kind then 1
+            when m.axis is null then p.default_degree
+            else m.degree
+        end as degree
+    from deployments as d
+    cross join parallel_groups as p
+    left join mesh as m on m.deployment = d.deployment and m.axis = p.axis
 )
 
 select

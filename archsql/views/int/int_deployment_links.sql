@@ -15,7 +15,7 @@ deployments as (
         tp,
         cp,
         moe_tp
-    from base_deployments
+    from int_deployment_degrees
 ),
 
 mesh as (

@@ -3,12 +3,13 @@ with
 
 deployments as (
     select
-        deployment,
-        gpu,
-        gpus,
-        pp,
-        nodes
-    from base_deployments
+        d.deployment,
+        d.gpu,
+        d.gpus,
+        g.pp,
+        d.nodes
+    from base_deployments as d
+    inner join int_deployment_degrees as g on g.deployment = d.deployment
 ),
 
 gpus as (

@@ -5,7 +5,7 @@ deployments as (
     select
         deployment,
         pp
-    from base_deployments
+    from int_deployment_degrees
 ),
 
 stacks as (

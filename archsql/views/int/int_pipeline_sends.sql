@@ -8,7 +8,7 @@ deployments as (
     select
         deployment,
         pp
-    from base_deployments
+    from int_deployment_degrees
     where pp > 1
 ),
 

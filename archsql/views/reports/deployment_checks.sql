@@ -3,23 +3,38 @@ with
 
 deployments as (
     select
+        d.deployment,
+        d.gpu,
+        d.gpus,
+        g.tp,
+        g.dp,
+        g.ep,
+        g.moe_tp,
+        g.pp,
+        g.cp,
+        d.cp_kind,
+        d.nodes,
+        d.weight_dtype,
+        d.act_dtype,
+        d.kv_dtype,
+        d.usable_memory_fraction,
+        d.weight_profile
+    from base_deployments as d
+    inner join int_deployment_degrees as g on g.deployment = d.deployment
+),
+
+mesh_rows as (
+    select
         deployment,
-        gpu,
-        gpus,
-        tp,
-        dp,
-        ep,
-        moe_tp,
-        pp,
-        cp,
-        cp_kind,
-        nodes,
-        weight_dtype,
-        act_dtype,
-        kv_dtype,
-        usable_memory_fraction,
-        weight_profile
-    from base_deployments
+        axis
+    from base_deployment_mesh
+),
+
+axes as (
+    select distinct
+        axis,
+        position
+    from base_parallel_groups
 ),
 
 gpus as (
@@ -129,6 +144,22 @@ problems as (
         'use a fraction such as 0.9' as fix
     from deployments
     where not (usable_memory_fraction > 0 and usable_memory_fraction <= 1)
+    union all
+    select
+        m.deployment,
+        'mesh axis' as rule,
+        format('unknown mesh axis ''{}''', m.axis) as problem,
+        format('use an axis of parallel_groups: {}', (select string_agg(axis, ', ' order by position) from axes)) as fix
+    from mesh_rows as m
+    where m.axis not in (select axis from axes)
+    union all
+    select
+        m.deployment,
+        'mesh deployment' as rule,
+        'deployment_mesh rows of a deployment that is not in deployments' as problem,
+        'add the deployments row (or delete its deployment_mesh rows)' as fix
+    from mesh_rows as m
+    where m.deployment not in (select deployment from deployments)
     union all
     select
         d.deployment,

@@ -3,12 +3,13 @@ with
 
 deployments as (
     select
-        deployment,
-        tp,
-        pp,
-        cp,
-        cp_kind
-    from base_deployments
+        d.deployment,
+        g.tp,
+        g.pp,
+        g.cp,
+        d.cp_kind
+    from base_deployments as d
+    inner join int_deployment_degrees as g on g.deployment = d.deployment
 ),
 
 nodes as (
