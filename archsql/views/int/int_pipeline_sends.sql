@@ -169,7 +169,7 @@ value_terms as (
         sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'B'))) as e_B,
         sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 's'))) as e_s,
         sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'c'))) as e_c
-    from shapes as sh
+    from base_shapes as sh
     inner join sent_producers as p on p.model = sh.model and p.uid = sh.uid
     group by sh.model, sh.phase, sh.uid
 ),
