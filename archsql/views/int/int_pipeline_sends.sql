@@ -222,18 +222,5 @@ priced as (
         on pd.model = x.model and pd.phase = sh.phase and pd.uid = x.producer and pd.deployment = x.deployment
 )
 
-select
-    model,
-    deployment,
-    phase,
-    uid,
-    op,
-    role,
-    e_B,
-    e_s,
-    e_c,
-    factor,
-    factor_arg,
-    coef,
-    scaleout_share
+select *
 from priced

@@ -4,30 +4,12 @@
 with
 
 kernels as (
-    select
-        model,
-        phase,
-        uid,
-        op,
-        role,
-        instance,
-        kernel_uid,
-        anchor,
-        op_kind,
-        window_size
+    select *
     from int_node_kernels
 ),
 
 anchors as (
-    select
-        model,
-        phase,
-        uid,
-        op,
-        role,
-        instance,
-        op_kind,
-        window_size
+    select * exclude (kernel_uid, anchor)
     from kernels
     where anchor and op_kind is not null
 ),
