@@ -326,3 +326,35 @@ def test_cli_vs_sol(db):
     assert result.exit_code == 2 and "--framework NAME" in result.output and "Traceback" not in result.output
     result = runner.invoke(cli, [*args, "--framework", "vlm"])
     assert result.exit_code != 0 and "did you mean 'vllm'" in result.output and "Traceback" not in result.output
+
+
+def test_a_signature_field_is_one_registry_edit(db, tmp_path, monkeypatch):
+    """Adding a field to an op kind's signature is one edit, of ``registry.OP_KINDS``: no view
+    spells the field list.  kernel_plan groups by kernel_signatures' columns, and
+    measured_vs_sol builds the join key of each op and measurement from the kind's
+    ``kernel_op_kinds.signature`` (the table written from the registry)."""
+    import dataclasses
+    import shutil
+
+    from archsql.kernel_corpus import registry, storage
+
+    copy = tmp_path / "store.duckdb"
+    shutil.copy(db, copy)
+    shutil.copytree(storage.corpus_dir(db), storage.corpus_dir(copy))
+    sql = (
+        "select workload, status from measured_vs_sol where model = ? and deployment = '1xH200-single' "
+        "and uid = 'lm_head' and policy = 'framework' and framework = 'vllm' order by workload"
+    )
+    before = {r["workload"]: r["status"] for r in rows(copy, sql, MODEL)}
+    assert before["prefill_2k"] == "measured"  # a GEMM's signature has no phase: the row matches in prefill too
+
+    # the registry edit: a GEMM is also keyed by its phase (the corpus's GEMM rows state none)
+    gemm = dataclasses.replace(registry.OP_KIND["gemm"], signature=(*registry.OP_KIND["gemm"].match, "phase"))
+    monkeypatch.setattr(registry, "OP_KINDS", tuple(gemm if k.name == "gemm" else k for k in registry.OP_KINDS))
+    storage.open_corpus(copy).close()  # rewrites kernel_op_kinds from the registry, recreates the views
+
+    after = {r["workload"]: r["status"] for r in rows(copy, sql, MODEL)}
+    assert set(after) == set(before)
+    assert set(after.values()) == {"no measurement"}
+    sig = rows(copy, "select signature from kernel_op_kinds where op_kind = 'gemm'")[0]["signature"]
+    assert sig[-1] == "phase"

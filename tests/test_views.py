@@ -847,3 +847,26 @@ def test_macro_file_holds_one_statement(rw_db, tmp_path):
     with pytest.raises(QueryError, match=r"10_two.sql: a macro file holds exactly one statement"):
         create_views(rw_db, views)
     assert rows(rw_db, "select count(*) from models") == [(1,)]
+
+
+def test_only_base_views_read_tables():
+    """int and reports views read the store's tables only through the base layer (issue 11)."""
+    from sqlglot import exp
+
+    from archsql.kernel_corpus import storage
+    from archsql.kernel_corpus.schema import TABLES as CORPUS_TABLES
+    from archsql.schema.tables import CHECKPOINT_TABLES
+    from archsql.views import _parse
+
+    tables = {*TABLES, *PARAMETER_TABLES, *CHECKPOINT_TABLES, *CORPUS_TABLES, "kernel_corpus"}
+    tables |= {"kernel_op_kinds", "kernel_dtype_names"}
+    offenders = []
+    for views_dir in (None, storage.VIEWS_DIR):
+        for f in view_files(views_dir):
+            if f.layer == "base":
+                continue
+            tree = _parse(f)
+            ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+            read = {t.name.lower() for t in tree.find_all(exp.Table)} - ctes
+            offenders += [f"{f.name} reads {t}" for t in sorted(read & tables)]
+    assert offenders == []

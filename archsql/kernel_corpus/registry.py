@@ -28,7 +28,9 @@ class OpKind:
     required: tuple[str, ...]
     contract: str
     # the fields (besides gpu and op_kind) on which a measurement must agree with a
-    # deployment's op to stand for it (measured_vs_sol joins on them); default: required
+    # deployment's op to stand for it; default: required.  This is the one list: written to
+    # kernel_op_kinds.signature, from which measured_vs_sol builds both sides' join key by
+    # field name (a new field is a column of the corpus schema and of kernel_signatures)
     signature: tuple[str, ...] = ()
 
     @property

@@ -3,16 +3,7 @@
 with
 
 terms as (
-    select
-        model,
-        phase,
-        uid,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        coef
+    select * exclude (quantity, port)
     from base_terms
     where quantity = 'comm_elements'
 ),
@@ -94,11 +85,7 @@ collective_terms as (
         t.uid,
         c.kind as op,
         n.role,
-        t.e_B,
-        t.e_s,
-        t.e_c,
-        t.factor,
-        t.factor_arg,
+        t.* exclude (model, phase, uid, coef),  -- the monomial
         t.coef * i.count * case c.kind
             when 'all_reduce' then 2.0 * (g.degree - 1) / g.degree
             when 'all_to_all' then (g.degree - 1.0) / g.degree
@@ -122,29 +109,14 @@ collective_terms as (
 ),
 
 sends as (
-    select
-        model,
-        deployment,
-        phase,
-        uid,
-        op,
-        role,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        coef,
-        scaleout_share
+    select *
     from int_pipeline_sends
 ),
 
 all_comm as (
-    select model, deployment, phase, uid, op, role, e_B, e_s, e_c, factor, factor_arg, coef, scaleout_share
-    from collective_terms
-    union all
-    select model, deployment, phase, uid, op, role, e_B, e_s, e_c, factor, factor_arg, coef, scaleout_share
-    from sends
+    select * from collective_terms
+    union all by name
+    select * from sends
 )
 
 select

@@ -5,20 +5,7 @@
 with
 
 terms as (
-    select
-        model,
-        deployment,
-        phase,
-        uid,
-        op,
-        role,
-        quantity,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        coef
+    select *
     from int_device_terms
 ),
 
@@ -80,11 +67,9 @@ weight_terms as (
 ),
 
 all_terms as (
-    select model, deployment, phase, uid, op, role, quantity, e_B, e_s, e_c, factor, factor_arg, coef
-    from terms
-    union all
-    select model, deployment, phase, uid, op, role, quantity, e_B, e_s, e_c, factor, factor_arg, coef
-    from weight_terms
+    select * from terms
+    union all by name
+    select * from weight_terms
 ),
 
 pivoted as (
@@ -118,25 +103,8 @@ pivoted as (
     inner join deployments as d on d.deployment = t.deployment
     inner join dtypes as act on act.dtype = d.act_dtype
     inner join dtypes as kv on kv.dtype = d.kv_dtype
-    group by t.model, t.deployment, t.phase, t.uid, t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg
+    group by all
 )
 
-select
-    model,
-    deployment,
-    phase,
-    uid,
-    op,
-    role,
-    e_B,
-    e_s,
-    e_c,
-    factor,
-    factor_arg,
-    flops,
-    hbm_bytes,
-    comm_bytes,
-    scaleout_bytes,
-    cache_bytes,
-    output_bytes
+select *
 from pivoted

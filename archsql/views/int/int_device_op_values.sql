@@ -25,23 +25,7 @@ images as (
 terms as (
     select
         dense_rank() over (order by model, deployment, phase, uid) as op_key,
-        model,
-        deployment,
-        phase,
-        uid,
-        op,
-        role,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        flops,
-        hbm_bytes,
-        comm_bytes,
-        scaleout_bytes,
-        cache_bytes,
-        output_bytes
+        *
     from int_device_op_terms
 ),
 

@@ -3,18 +3,7 @@
 with
 
 terms as (
-    select
-        model,
-        phase,
-        uid,
-        quantity,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        port,
-        coef
+    select *
     from base_terms
     where quantity in ('flops', 'read_elements', 'write_elements', 'cache_read_elements', 'cache_elements', 'comm_elements')
 ),
@@ -103,7 +92,7 @@ cache_sources as (
         e.phase,
         e.dst_uid as uid,
         e.src_uid
-    from edges as e
+    from base_edges as e
     where e.port = 1 and e.src_uid is not null
 ),
 
@@ -116,11 +105,7 @@ op_terms as (
         n.op,
         n.role,
         t.quantity,
-        t.e_B,
-        t.e_s,
-        t.e_c,
-        t.factor,
-        t.factor_arg,
+        t.* exclude (model, phase, uid, quantity, port, coef),  -- the monomial
         t.coef * i.count / coalesce(
             case when t.quantity = 'cache_read_elements' and cs.src_uid is not null then src.divisor else own.divisor end,
             1
@@ -149,51 +134,10 @@ op_terms as (
 -- the link traffic of collectives and pipeline sends (messages, kinds, nodes crossed):
 -- int_device_comm_terms
 comm_terms as (
-    select
-        model,
-        deployment,
-        phase,
-        uid,
-        op,
-        role,
-        quantity,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        coef
+    select *
     from int_device_comm_terms
 )
 
-select
-    model,
-    deployment,
-    phase,
-    uid,
-    op,
-    role,
-    quantity,
-    e_B,
-    e_s,
-    e_c,
-    factor,
-    factor_arg,
-    coef
-from op_terms
-union all
-select
-    model,
-    deployment,
-    phase,
-    uid,
-    op,
-    role,
-    quantity,
-    e_B,
-    e_s,
-    e_c,
-    factor,
-    factor_arg,
-    coef
-from comm_terms
+select * from op_terms
+union all by name
+select * from comm_terms

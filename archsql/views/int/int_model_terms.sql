@@ -3,17 +3,7 @@
 with
 
 node_terms as (
-    select
-        model,
-        phase,
-        uid,
-        quantity,
-        coef,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg
+    select * exclude (port)
     from base_terms
     where quantity in ('flops', 'cache_read_elements')
 ),
@@ -54,6 +44,7 @@ cache_entries as (
     from int_cache_entries
 ),
 
+-- t.* exclude (...) keeps the monomial of a term: e_B, e_s, e_c, factor, factor_arg
 scaled_node_terms as (
     select
         t.model,
@@ -63,11 +54,7 @@ scaled_node_terms as (
         n.template,
         null::varchar as kind,
         null::varchar as growth,
-        t.e_B,
-        t.e_s,
-        t.e_c,
-        t.factor,
-        t.factor_arg,
+        t.* exclude (model, phase, uid, quantity, coef),
         t.coef * i.count as coef
     from node_terms as t
     inner join instances as i on i.model = t.model and i.uid = t.uid
@@ -76,87 +63,20 @@ scaled_node_terms as (
 
 scaled_caches as (
     select
-        model,
-        phase,
         'cache_elements' as quantity,
-        role,
-        template,
-        kind,
-        growth,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
+        * exclude (count, coef),
         coef * count as coef
     from cache_entries
 ),
 
 scaled as (
-    select
-        model,
-        phase,
-        quantity,
-        role,
-        template,
-        kind,
-        growth,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        coef
-    from scaled_node_terms
-    union all
-    select
-        model,
-        phase,
-        quantity,
-        role,
-        template,
-        kind,
-        growth,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        coef
-    from scaled_caches
-),
-
-summed as (
-    select
-        model,
-        phase,
-        quantity,
-        role,
-        template,
-        kind,
-        growth,
-        e_B,
-        e_s,
-        e_c,
-        factor,
-        factor_arg,
-        sum(coef) as coef
-    from scaled
-    group by model, phase, quantity, role, template, kind, growth, e_B, e_s, e_c, factor, factor_arg
+    select * from scaled_node_terms
+    union all by name
+    select * from scaled_caches
 )
 
 select
-    model,
-    phase,
-    quantity,
-    role,
-    template,
-    kind,
-    growth,
-    e_B,
-    e_s,
-    e_c,
-    factor,
-    factor_arg,
-    coef
-from summed
+    * exclude (coef),
+    sum(coef) as coef
+from scaled
+group by all

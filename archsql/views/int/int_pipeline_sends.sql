@@ -169,7 +169,7 @@ value_terms as (
         sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'B'))) as e_B,
         sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 's'))) as e_s,
         sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'c'))) as e_c
-    from shapes as sh
+    from base_shapes as sh
     inner join sent_producers as p on p.model = sh.model and p.uid = sh.uid
     group by sh.model, sh.phase, sh.uid
 ),
@@ -222,18 +222,5 @@ priced as (
         on pd.model = x.model and pd.phase = sh.phase and pd.uid = x.producer and pd.deployment = x.deployment
 )
 
-select
-    model,
-    deployment,
-    phase,
-    uid,
-    op,
-    role,
-    e_B,
-    e_s,
-    e_c,
-    factor,
-    factor_arg,
-    coef,
-    scaleout_share
+select *
 from priced

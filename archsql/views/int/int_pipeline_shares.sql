@@ -31,7 +31,7 @@ links as (
         model,
         src_uid,
         dst_uid
-    from edges
+    from base_edges
     where src_uid is not null
 ),
 

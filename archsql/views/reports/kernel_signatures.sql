@@ -4,30 +4,12 @@
 with
 
 kernels as (
-    select
-        model,
-        phase,
-        uid,
-        op,
-        role,
-        instance,
-        kernel_uid,
-        anchor,
-        op_kind,
-        window_size
+    select *
     from int_node_kernels
 ),
 
 anchors as (
-    select
-        model,
-        phase,
-        uid,
-        op,
-        role,
-        instance,
-        op_kind,
-        window_size
+    select * exclude (kernel_uid, anchor)
     from kernels
     where anchor and op_kind is not null
 ),
@@ -219,70 +201,6 @@ joined as (
     left join collectives as c on c.model = a.model and c.phase = a.phase and c.uid = a.uid
     left join groups as cg on cg.deployment = d.deployment and cg."group" = c."group"
     left join links as cl on cl.deployment = d.deployment and cl."group" = c."group"
-),
-
-signatures as (
-    select
-        model,
-        deployment,
-        gpu,
-        workload,
-        phase,
-        uid,
-        op,
-        role,
-        op_kind,
-        members,
-        -- launches per step: one per copy; routed experts launch once per layer for all experts
-        case when op_kind = 'grouped_gemm' then count // router_[len(router_)] else count end as launches,
-        case
-            when op_kind in ('gemm', 'grouped_gemm') then weight_dtype
-            else act_dtype
-        end as dtype,
-        case when op_kind in ('gemm', 'grouped_gemm') then weight_dtype end as weight_dtype,
-        case when op_kind in ('attention', 'encoder_attention') then kv_dtype end as kv_dtype,
-        case
-            when op_kind in ('attention', 'encoder_attention') then attention_degree
-            when op_kind = 'grouped_gemm' then moe_tp_degree
-        end as tp,
-        case when op_kind = 'grouped_gemm' then ep_degree end as ep,
-        case when op_kind = 'all_reduce' then collective_nodes end as nodes,
-        -- gemm: y[m, n] = x[m, k] · W[n, k]ᵀ; a tied head without its own weight reads its input
-        case when op_kind = 'gemm' then list_product(out_[1:len(out_) - 1])::bigint end as m,
-        case
-            when op_kind = 'gemm' then coalesce(weight_[1], out_[len(out_)])
-            when op_kind = 'grouped_gemm' then weight_[len(weight_) - 1]
-        end as n,
-        case
-            when op_kind = 'gemm' then coalesce(weight_[2], input_[len(input_)])
-            when op_kind = 'grouped_gemm' then weight_[len(weight_)]
-        end as k,
-        -- attention: scores [B, heads, s, c], keys [..., kv_heads, head_dim]
-        case when op_kind in ('attention', 'encoder_attention') then out_[1] end as batch,
-        case when op_kind in ('attention', 'encoder_attention') then out_[3] end as q_len,
-        case when op_kind in ('attention', 'encoder_attention') then out_[4] end as kv_len,
-        case when op_kind in ('attention', 'encoder_attention') then out_[2] end as heads,
-        case when op_kind in ('attention', 'encoder_attention') then key_[len(key_) - 1] end as kv_heads,
-        case when op_kind in ('attention', 'encoder_attention') then key_[len(key_)] end as head_dim,
-        case
-            when op_kind in ('attention', 'encoder_attention') then nullif(apply_[len(apply_)], key_[len(key_)])
-        end as v_head_dim,
-        case when op_kind = 'attention' then window_size end as window_size,
-        -- grouped_gemm: out [..., topk, n]; rmsnorm: out [..., hidden]
-        case
-            when op_kind = 'grouped_gemm' then list_product(out_[1:len(out_) - 2])::bigint
-            when op_kind = 'rmsnorm' then list_product(out_[1:len(out_) - 1])::bigint
-        end as tokens,
-        case when op_kind = 'rmsnorm' then out_[len(out_)] end as hidden,
-        case when op_kind = 'grouped_gemm' then out_[len(out_) - 1] end as topk,
-        case when op_kind = 'grouped_gemm' then router_[len(router_)] end as experts,
-        case when op_kind = 'grouped_gemm' then 'balanced' end as routing,
-        case when op_kind = 'all_reduce' then (list_product(message_) * act_bytes)::bigint end as message_bytes,
-        case when op_kind = 'all_reduce' then collective_degree end as group_size
-    from joined
-    -- a collective over one device does not run, nor a kernel without elements (a vision
-    -- tower at a workload without images)
-    where coalesce(collective_degree, 2) > 1 and coalesce(list_product(coalesce(out_, message_)), 1) > 0
 )
 
 select
@@ -296,29 +214,53 @@ select
     role,
     op_kind,
     members,
-    launches,
-    dtype,
-    weight_dtype,
-    kv_dtype,
-    tp,
-    ep,
-    nodes,
-    m,
-    n,
-    k,
-    batch,
-    q_len,
-    kv_len,
-    heads,
-    kv_heads,
-    head_dim,
-    v_head_dim,
-    window_size,
-    tokens,
-    hidden,
-    topk,
-    experts,
-    routing,
-    message_bytes,
-    group_size
-from signatures
+    -- launches per step: one per copy; routed experts launch once per layer for all experts
+    case when op_kind = 'grouped_gemm' then count // router_[len(router_)] else count end as launches,
+    case
+        when op_kind in ('gemm', 'grouped_gemm') then weight_dtype
+        else act_dtype
+    end as dtype,
+    case when op_kind in ('gemm', 'grouped_gemm') then weight_dtype end as weight_dtype,
+    case when op_kind in ('attention', 'encoder_attention') then kv_dtype end as kv_dtype,
+    case
+        when op_kind in ('attention', 'encoder_attention') then attention_degree
+        when op_kind = 'grouped_gemm' then moe_tp_degree
+    end as tp,
+    case when op_kind = 'grouped_gemm' then ep_degree end as ep,
+    case when op_kind = 'all_reduce' then collective_nodes end as nodes,
+    -- gemm: y[m, n] = x[m, k] · W[n, k]ᵀ; a tied head without its own weight reads its input
+    case when op_kind = 'gemm' then list_product(out_[1:len(out_) - 1])::bigint end as m,
+    case
+        when op_kind = 'gemm' then coalesce(weight_[1], out_[len(out_)])
+        when op_kind = 'grouped_gemm' then weight_[len(weight_) - 1]
+    end as n,
+    case
+        when op_kind = 'gemm' then coalesce(weight_[2], input_[len(input_)])
+        when op_kind = 'grouped_gemm' then weight_[len(weight_)]
+    end as k,
+    -- attention: scores [B, heads, s, c], keys [..., kv_heads, head_dim]
+    case when op_kind in ('attention', 'encoder_attention') then out_[1] end as batch,
+    case when op_kind in ('attention', 'encoder_attention') then out_[3] end as q_len,
+    case when op_kind in ('attention', 'encoder_attention') then out_[4] end as kv_len,
+    case when op_kind in ('attention', 'encoder_attention') then out_[2] end as heads,
+    case when op_kind in ('attention', 'encoder_attention') then key_[len(key_) - 1] end as kv_heads,
+    case when op_kind in ('attention', 'encoder_attention') then key_[len(key_)] end as head_dim,
+    case
+        when op_kind in ('attention', 'encoder_attention') then nullif(apply_[len(apply_)], key_[len(key_)])
+    end as v_head_dim,
+    case when op_kind = 'attention' then window_size end as window_size,
+    -- grouped_gemm: out [..., topk, n]; rmsnorm: out [..., hidden]
+    case
+        when op_kind = 'grouped_gemm' then list_product(out_[1:len(out_) - 2])::bigint
+        when op_kind = 'rmsnorm' then list_product(out_[1:len(out_) - 1])::bigint
+    end as tokens,
+    case when op_kind = 'rmsnorm' then out_[len(out_)] end as hidden,
+    case when op_kind = 'grouped_gemm' then out_[len(out_) - 1] end as topk,
+    case when op_kind = 'grouped_gemm' then router_[len(router_)] end as experts,
+    case when op_kind = 'grouped_gemm' then 'balanced' end as routing,
+    case when op_kind = 'all_reduce' then (list_product(message_) * act_bytes)::bigint end as message_bytes,
+    case when op_kind = 'all_reduce' then collective_degree end as group_size
+from joined
+-- a collective over one device does not run, nor a kernel without elements (a vision
+-- tower at a workload without images)
+where coalesce(collective_degree, 2) > 1 and coalesce(list_product(coalesce(out_, message_)), 1) > 0

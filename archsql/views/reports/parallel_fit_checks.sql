@@ -28,7 +28,7 @@ node_shapes as (
         uid,
         axis,
         size
-    from shapes
+    from base_shapes
 ),
 
 node_edges as (
@@ -38,7 +38,7 @@ node_edges as (
         src_uid,
         dst_uid,
         port
-    from edges
+    from base_edges
 ),
 
 -- heads of every attention kernel: the queries (scores axis 1, prefill) and the keys it reads

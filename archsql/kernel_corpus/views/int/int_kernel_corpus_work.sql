@@ -9,47 +9,7 @@
 with
 
 corpus as (
-    select
-        source_hash,
-        source_row,
-        op_kind,
-        phase,
-        gpu,
-        dtype,
-        weight_dtype,
-        kv_dtype,
-        quant,
-        m,
-        n,
-        k,
-        batch,
-        q_len,
-        kv_len,
-        heads,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        window_size,
-        kv_lora_rank,
-        rope_dim,
-        index_topk,
-        compress_ratio,
-        state_dim,
-        conv_kernel,
-        ssm_groups,
-        tokens,
-        hidden,
-        inter,
-        topk,
-        experts,
-        tp,
-        ep,
-        gated,
-        routing,
-        message_bytes,
-        group_size,
-        nodes,
-        latency_us
+    select *
     from base_kernel_corpus
 ),
 

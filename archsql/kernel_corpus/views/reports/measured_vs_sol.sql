@@ -52,75 +52,20 @@ kernel_sol as not materialized (
 ),
 
 signatures as not materialized (
-    select
-        model,
-        deployment,
-        gpu,
-        workload,
-        phase,
-        uid,
-        op_kind,
-        launches,
-        dtype,
-        weight_dtype,
-        kv_dtype,
-        tp,
-        ep,
-        nodes,
-        m,
-        n,
-        k,
-        batch,
-        q_len,
-        kv_len,
-        heads,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        window_size,
-        tokens,
-        hidden,
-        topk,
-        experts,
-        routing,
-        message_bytes,
-        group_size
+    select * exclude (op, role, members)
     from kernel_signatures
 ),
 
--- per op kind, which fields its signature holds
+-- per op kind, the fields a measurement must agree on (registry.OpKind.match)
 op_kinds as (
     select
         op_kind,
-        list_contains(signature, 'phase') as has_phase,
-        list_contains(signature, 'dtype') as has_dtype,
-        list_contains(signature, 'weight_dtype') as has_weight_dtype,
-        list_contains(signature, 'kv_dtype') as has_kv_dtype,
-        list_contains(signature, 'tp') as has_tp,
-        list_contains(signature, 'ep') as has_ep,
-        list_contains(signature, 'nodes') as has_nodes,
-        list_contains(signature, 'group_size') as has_group_size,
-        list_contains(signature, 'm') as has_m,
-        list_contains(signature, 'n') as has_n,
-        list_contains(signature, 'k') as has_k,
-        list_contains(signature, 'batch') as has_batch,
-        list_contains(signature, 'q_len') as has_q_len,
-        list_contains(signature, 'kv_len') as has_kv_len,
-        list_contains(signature, 'heads') as has_heads,
-        list_contains(signature, 'kv_heads') as has_kv_heads,
-        list_contains(signature, 'head_dim') as has_head_dim,
-        list_contains(signature, 'v_head_dim') as has_v_head_dim,
-        list_contains(signature, 'window_size') as has_window_size,
-        list_contains(signature, 'tokens') as has_tokens,
-        list_contains(signature, 'hidden') as has_hidden,
-        list_contains(signature, 'topk') as has_topk,
-        list_contains(signature, 'experts') as has_experts,
-        list_contains(signature, 'routing') as has_routing,
-        list_contains(signature, 'message_bytes') as has_message_bytes
+        signature
     from base_kernel_op_kinds
 ),
 
--- the signature fields of each op's kind (others null): the join key
+-- each op's values of its kind's signature fields, in the registry's order: the join key
+-- (read by name from the row as JSON, so no view spells the field list)
 op_keys as (
     select
         g.model,
@@ -129,79 +74,30 @@ op_keys as (
         g.uid,
         g.gpu,
         g.op_kind,
-        case when o.has_phase then g.phase end as phase,
-        case when o.has_dtype then g.dtype end as dtype,
-        case when o.has_weight_dtype then g.weight_dtype end as weight_dtype,
-        case when o.has_kv_dtype then g.kv_dtype end as kv_dtype,
-        case when o.has_tp then g.tp end as tp,
-        case when o.has_ep then g.ep end as ep,
-        case when o.has_nodes then g.nodes end as nodes,
-        case when o.has_group_size then g.group_size end as group_size,
-        case when o.has_m then g.m end as m,
-        case when o.has_n then g.n end as n,
-        case when o.has_k then g.k end as k,
-        case when o.has_batch then g.batch end as batch,
-        case when o.has_q_len then g.q_len end as q_len,
-        case when o.has_kv_len then g.kv_len end as kv_len,
-        case when o.has_heads then g.heads end as heads,
-        case when o.has_kv_heads then g.kv_heads end as kv_heads,
-        case when o.has_head_dim then g.head_dim end as head_dim,
-        case when o.has_v_head_dim then g.v_head_dim end as v_head_dim,
-        case when o.has_window_size then g.window_size end as window_size,
-        case when o.has_tokens then g.tokens end as tokens,
-        case when o.has_hidden then g.hidden end as hidden,
-        case when o.has_topk then g.topk end as topk,
-        case when o.has_experts then g.experts end as experts,
-        case when o.has_routing then g.routing end as routing,
-        case when o.has_message_bytes then g.message_bytes end as message_bytes
+        list_transform(o.signature, lambda f: json_extract_string(to_json(g), f)) as key
     from signatures as g
     inner join op_kinds as o on o.op_kind = g.op_kind
 ),
 
+-- the measurements in the signatures' conventions: a weight or KV dtype not stated is the
+-- compute dtype, an unstated tp / ep / node count is 1, a value head as wide as the key
+-- head and a window of 0 are not stated
 corpus as (
     select
-        source,
-        source_hash,
-        source_row,
-        op_kind,
-        phase,
-        gpu,
-        library,
-        library_version,
-        kernel,
-        dtype,
-        weight_dtype,
-        kv_dtype,
-        tp,
-        ep,
-        nodes,
-        group_size,
-        m,
-        n,
-        k,
-        batch,
-        q_len,
-        kv_len,
-        heads,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        window_size,
-        tokens,
-        hidden,
-        topk,
-        experts,
-        routing,
-        message_bytes,
-        latency_us,
-        check_status
+        * replace (
+            coalesce(weight_dtype, dtype) as weight_dtype,
+            coalesce(kv_dtype, dtype) as kv_dtype,
+            coalesce(tp, 1) as tp,
+            coalesce(ep, 1) as ep,
+            coalesce(nodes, 1) as nodes,
+            nullif(v_head_dim, head_dim) as v_head_dim,
+            nullif(window_size, 0) as window_size
+        )
     from base_kernel_corpus
     where check_status is distinct from 'failed'
 ),
 
--- the same key from every measurement, in the signatures' conventions: a weight or KV dtype
--- not stated is the compute dtype, an unstated tp / ep / node count is 1, a value head as
--- wide as the key head and a window of 0 are not stated
+-- the same key from every measurement
 measured_keys as (
     select
         c.source_hash,
@@ -213,32 +109,7 @@ measured_keys as (
         c.library_version,
         c.kernel,
         c.latency_us,
-        case when o.has_phase then c.phase end as phase,
-        case when o.has_dtype then c.dtype end as dtype,
-        case when o.has_weight_dtype then coalesce(c.weight_dtype, c.dtype) end
-            as weight_dtype,
-        case when o.has_kv_dtype then coalesce(c.kv_dtype, c.dtype) end as kv_dtype,
-        case when o.has_tp then coalesce(c.tp, 1) end as tp,
-        case when o.has_ep then coalesce(c.ep, 1) end as ep,
-        case when o.has_nodes then coalesce(c.nodes, 1) end as nodes,
-        case when o.has_group_size then c.group_size end as group_size,
-        case when o.has_m then c.m end as m,
-        case when o.has_n then c.n end as n,
-        case when o.has_k then c.k end as k,
-        case when o.has_batch then c.batch end as batch,
-        case when o.has_q_len then c.q_len end as q_len,
-        case when o.has_kv_len then c.kv_len end as kv_len,
-        case when o.has_heads then c.heads end as heads,
-        case when o.has_kv_heads then c.kv_heads end as kv_heads,
-        case when o.has_head_dim then c.head_dim end as head_dim,
-        case when o.has_v_head_dim then nullif(c.v_head_dim, c.head_dim) end as v_head_dim,
-        case when o.has_window_size then nullif(c.window_size, 0) end as window_size,
-        case when o.has_tokens then c.tokens end as tokens,
-        case when o.has_hidden then c.hidden end as hidden,
-        case when o.has_topk then c.topk end as topk,
-        case when o.has_experts then c.experts end as experts,
-        case when o.has_routing then c.routing end as routing,
-        case when o.has_message_bytes then c.message_bytes end as message_bytes
+        list_transform(o.signature, lambda f: json_extract_string(to_json(c), f)) as key
     from corpus as c
     inner join op_kinds as o on o.op_kind = c.op_kind
 ),
@@ -259,34 +130,7 @@ candidates as (
         c.latency_us
     from op_keys as k
     inner join measured_keys as c
-        on
-            c.gpu = k.gpu
-            and c.op_kind = k.op_kind
-            and c.phase is not distinct from k.phase
-            and c.dtype is not distinct from k.dtype
-            and c.weight_dtype is not distinct from k.weight_dtype
-            and c.kv_dtype is not distinct from k.kv_dtype
-            and c.tp is not distinct from k.tp
-            and c.ep is not distinct from k.ep
-            and c.nodes is not distinct from k.nodes
-            and c.group_size is not distinct from k.group_size
-            and c.m is not distinct from k.m
-            and c.n is not distinct from k.n
-            and c.k is not distinct from k.k
-            and c.batch is not distinct from k.batch
-            and c.q_len is not distinct from k.q_len
-            and c.kv_len is not distinct from k.kv_len
-            and c.heads is not distinct from k.heads
-            and c.kv_heads is not distinct from k.kv_heads
-            and c.head_dim is not distinct from k.head_dim
-            and c.v_head_dim is not distinct from k.v_head_dim
-            and c.window_size is not distinct from k.window_size
-            and c.tokens is not distinct from k.tokens
-            and c.hidden is not distinct from k.hidden
-            and c.topk is not distinct from k.topk
-            and c.experts is not distinct from k.experts
-            and c.routing is not distinct from k.routing
-            and c.message_bytes is not distinct from k.message_bytes
+        on c.gpu = k.gpu and c.op_kind = k.op_kind and c.key is not distinct from k.key
 ),
 
 -- framework policy: per library, its newest version with a row, then the fastest row
