@@ -249,3 +249,17 @@ def test_missing_file_is_a_located_error(db, tmp_path):
         import_files(db, [tmp_path / "nope.csv"])
     with pytest.raises(CorpusError, match=r"\.csv or \.parquet"):
         import_files(db, [write(tmp_path / "x.txt", "a")])
+
+
+def test_every_primitive_kernel_kind_is_a_registered_op_kind():
+    """The op kinds primitives declare (Primitive.kernel_kind → the op_kernels table that
+    int_node_kernels joins) are op kinds the corpus registry knows, and a primitive that
+    subclasses another inherits its kind unless it says otherwise (router → gemm)."""
+    from archsql.evaluator.primitives.base import op_kernels_table, registry
+
+    kinds = {k.name for k in OP_KINDS}
+    table = dict(zip(*op_kernels_table().to_pydict().values(), strict=True))
+    assert set(table.values()) <= kinds, set(table.values()) - kinds
+    assert table["router"] == table["linear"] == "gemm"
+    assert "sparse_attention_score" not in table  # declared None: no measured sparse kind yet
+    assert all(table.get(name) == cls.kernel_kind for name, cls in registry().items() if cls.kernel_kind)

@@ -55,6 +55,11 @@ class Layout:
 REPLICATED = Layout()
 
 
+# the measured op kind (archsql.kernel_corpus.registry) of a collective's kernel, by kind; the
+# other kinds have none yet
+COLLECTIVE_KERNEL_KINDS: dict[str, str] = {"all_reduce": "all_reduce"}
+
+
 @dataclass(frozen=True)
 class Collective:
     kind: str  # all_reduce | all_gather | all_to_all | ring_pass

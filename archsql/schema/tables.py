@@ -338,10 +338,14 @@ PARAMETER_KEYS: dict[str, tuple[str, ...]] = {
 }
 assert set(PARAMETER_KEYS) == set(PARAMETER_TABLES)
 
+# the measured op kind of the kernel each node op launches (Primitive.kernel_kind)
+OP_KERNELS_SCHEMA = pa.schema([("op", pa.string()), ("op_kind", pa.string())])
+
 # Reference tables written from code on every build (not yours to edit): the parallel
-# groups of the mesh axes (archsql.schema.parallel).
-REFERENCE_TABLES: dict[str, pa.Schema] = {"parallel_groups": PARALLEL_GROUPS_SCHEMA}
-REFERENCE_KEYS: dict[str, tuple[str, ...]] = {"parallel_groups": ("group",)}
+# groups of the mesh axes (archsql.schema.parallel) and the op kinds of the primitives'
+# kernels (archsql.evaluator.primitives.base.op_kernels_table).
+REFERENCE_TABLES: dict[str, pa.Schema] = {"parallel_groups": PARALLEL_GROUPS_SCHEMA, "op_kernels": OP_KERNELS_SCHEMA}
+REFERENCE_KEYS: dict[str, tuple[str, ...]] = {"parallel_groups": ("group",), "op_kernels": ("op",)}
 
 
 def empty(name: str) -> pa.Table:

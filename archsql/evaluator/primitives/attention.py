@@ -144,6 +144,8 @@ class AttentionScore(Primitive):
     """q·kᵀ per head: q [B, s, heads, d], k [B, s, kv_heads, d] → scores [B, heads, s, c].
     FLOPs 2·B·heads·d·pairs (GQA: each query head reads its group's key)."""
 
+    kernel_kind = "attention"
+
     attention_stage = "score"
     arity = 2
     shape_kind = "explicit"

@@ -15,11 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import pyarrow as pa
 import sympy
 
 from archsql.errors import unknown_name
 from archsql.evaluator.dimmap import Axis, DimMap, apply_dimmap
 from archsql.schema.ops import register_ops
+from archsql.schema.tables import OP_KERNELS_SCHEMA
 
 SHAPE_KINDS = (
     "preserve",
@@ -131,6 +133,9 @@ class Primitive:
     shape_kind: ClassVar[str] = "explicit"
     default_role: ClassVar[str | None] = None
     doc: ClassVar[str] = ""
+    # the measured op kind (archsql.kernel_corpus.registry) of the kernel this op launches; None:
+    # its time is a kernel without a measured kind (element-wise, views, routing, scans, ...)
+    kernel_kind: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -240,6 +245,16 @@ def registry() -> dict[str, type[Primitive]]:
     )
 
     return _REGISTRY
+
+
+def op_kernels_table() -> pa.Table:
+    """The ``op_kernels`` reference table: the measured op kind of every primitive and
+    collective whose kernel has one (``Primitive.kernel_kind``, ``COLLECTIVE_KERNEL_KINDS``)."""
+    from archsql.evaluator.layouts import COLLECTIVE_KERNEL_KINDS
+
+    rows = [(name, cls.kernel_kind) for name, cls in sorted(registry().items()) if cls.kernel_kind]
+    rows += sorted(COLLECTIVE_KERNEL_KINDS.items())
+    return pa.table({"op": [r[0] for r in rows], "op_kind": [r[1] for r in rows]}, schema=OP_KERNELS_SCHEMA)
 
 
 register_ops(registry)  # the spec checks and quant schemes below read the ops through this hook

@@ -25,6 +25,8 @@ from archsql.evaluator.primitives.base import (
 class Linear(Primitive):
     """y = x Wᵀ (+ b): ``...k,nk->...n``.  Weight [out, in] as stored by PyTorch."""
 
+    kernel_kind = "gemm"
+
     partial_passes = True  # linear in its input
 
     shape_kind = "contract"
@@ -146,6 +148,8 @@ class LmHead(Primitive):
     model's lm_head): no weight of its own either way.
     """
 
+    kernel_kind = "gemm"
+
     partial_passes = True  # linear in its input
 
     shape_kind = "contract"
@@ -184,6 +188,8 @@ class ExpertLinear(Primitive):
     token uses ``top_k`` of them.  Per copy it sees B·s·k/experts tokens (uniform
     routing), so copies × per-copy FLOPs = 2·B·s·k·in·out.
     """
+
+    kernel_kind = "grouped_gemm"
 
     partial_passes = True  # linear in its input
 

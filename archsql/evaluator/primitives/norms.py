@@ -28,6 +28,8 @@ class _Norm(Primitive):
 class Rmsnorm(_Norm):
     """x / rms(x) · w.  4 FLOPs per element: square, sum, scale by 1/rms, multiply by w."""
 
+    kernel_kind = "rmsnorm"
+
     name = "rmsnorm"
     params = {"d": Param(doc="normalized width")}
     flops_per_element = 4

@@ -108,6 +108,8 @@ class SparseAttentionScore(AttentionScore):
     selected positions [B, s, topk] → scores [B, heads, s, c] of which each query uses at
     most topk.  FLOPs 2·B·heads·d·window_pairs(s, c, topk).  Always causal."""
 
+    kernel_kind = None  # a sparse kernel: no measured op kind yet
+
     arity = 3
     params = {
         "heads": Param(doc="query heads"),

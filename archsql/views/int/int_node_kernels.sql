@@ -47,22 +47,13 @@ phase_nodes as (
     where n.in_base_model
 ),
 
--- which node op launches which kernel op kind (the signature fields: kernel_signatures)
+-- which node op launches which kernel op kind (Primitive.kernel_kind; an attention score's is
+-- 'attention', or encoder_attention / none by its mask: kinds)
 op_kinds as (
     select
         op,
         op_kind
-    from (
-        values
-        ('linear', 'gemm'),
-        ('lm_head', 'gemm'),
-        ('router', 'gemm'),
-        ('expert_linear', 'grouped_gemm'),
-        ('stacked_expert_linear', 'grouped_gemm'),
-        ('attention_score', 'attention'),  -- or encoder_attention / none by its mask (kinds)
-        ('rmsnorm', 'rmsnorm'),
-        ('all_reduce', 'all_reduce')
-    ) as t (op, op_kind)
+    from base_op_kernels
 ),
 
 edges as (
