@@ -20,6 +20,30 @@ def catalog_db(tmp_path_factory) -> Path:
     return db
 
 
+# The models the deployment tests ask about (per-device memory, SOL, meshes, sweeps): a store
+# of just these answers their one-model questions without running the per-device views over
+# the whole catalog.  Each test file names the models it needs; keep them in this list.
+DEPLOYMENT_MODELS = (
+    "Meta-Llama-3.1-8B",
+    "Qwen3-8B",
+    "Qwen2.5-7B",
+    "Qwen3-30B-A3B",
+    "gpt-oss-20b",
+    "DeepSeek-V3",
+    "GLM-5.2",
+)
+
+
+@pytest.fixture(scope="session")
+def models_db(tmp_path_factory) -> Path:
+    """A store of DEPLOYMENT_MODELS with the default parameter tables."""
+    from archsql.api import build
+
+    db = tmp_path_factory.mktemp("models") / "models.duckdb"
+    build(list(DEPLOYMENT_MODELS), db=db)
+    return db
+
+
 def load_inventory(config_file: str) -> dict:
     """A meta-device tensor inventory (see tests/fixtures/meta_inventories/SOURCES.md)."""
     stem = config_file.removesuffix(".json")

@@ -20,7 +20,7 @@ def _one(con, sql, *args):
     return con.execute(sql, list(args)).fetchone()
 
 
-def test_llama_decode_at_batch_1_is_weights_plus_kv_over_hbm(catalog_db):
+def test_llama_decode_at_batch_1_is_weights_plus_kv_over_hbm(models_db):
     """Llama-3.1-8B, 1×H200, BF16, batch 1 decode at context 2048: every streamed weight is
     read once (all parameters but the embedding table, whose one row is gathered) and the
     whole K/V cache of 2048 positions once, at 4.8 TB/s; activations add well under 0.1%."""
@@ -28,7 +28,7 @@ def test_llama_decode_at_batch_1_is_weights_plus_kv_over_hbm(catalog_db):
     streamed = 8_030_261_248 - cfg["vocab_size"] * cfg["hidden_size"]
     kv = 2048 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * 128 * 2 * 2  # K and V, bf16
     expected = (2 * streamed + kv) / H200_HBM
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     time_s, memory_s, compute_s = _one(
         con,
         "select time_s, memory_s, compute_s from step_sol "
@@ -46,11 +46,11 @@ def test_llama_decode_at_batch_1_is_weights_plus_kv_over_hbm(catalog_db):
     assert bounds == {"memory"}
 
 
-def test_llama_prefill_gemms_are_compute_bound_and_flops_are_global(catalog_db):
+def test_llama_prefill_gemms_are_compute_bound_and_flops_are_global(models_db):
     """Prefill of 2048 tokens on one GPU: every linear is compute-bound, and the per-device
     FLOPs of a one-GPU deployment are the model's FLOPs: 2·(params − embedding)·tokens for
     the matmuls (lm_head on the last position only) plus attention and elementwise work."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     q = "from op_sol where model = 'Meta-Llama-3.1-8B' and deployment = '1xH200-single' and workload = 'prefill_2k'"
     bounds = {b for (b,) in con.execute(f"select distinct bound {q} and op = 'linear'").fetchall()}
     assert bounds == {"compute"}
@@ -64,8 +64,8 @@ def test_llama_prefill_gemms_are_compute_bound_and_flops_are_global(catalog_db):
     assert linear_flops == pytest.approx(2 * body * 2048 + 2 * embed, rel=1e-12)
 
 
-def test_mla_latent_cache_is_replicated_by_tp_and_divided_by_dp(catalog_db):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+def test_mla_latent_cache_is_replicated_by_tp_and_divided_by_dp(models_db):
+    con = duckdb.connect(str(models_db), read_only=True)
     kv = dict(
         con.execute(
             "select deployment, kv_bytes from device_memory where model = 'DeepSeek-V3' and workload = 'decode_b64_c32k'"
@@ -76,8 +76,8 @@ def test_mla_latent_cache_is_replicated_by_tp_and_divided_by_dp(catalog_db):
     assert kv["8xH200-tp8-ep8-kvfp8"] == pytest.approx(kv["8xH200-tp8-ep8"] / 2)
 
 
-def test_expert_parallelism_divides_expert_weights_not_their_shapes(catalog_db):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+def test_expert_parallelism_divides_expert_weights_not_their_shapes(models_db):
+    con = duckdb.connect(str(models_db), read_only=True)
     rows = con.execute(
         "select deployment, sum(elements) from int_device_weights "
         "where model = 'Qwen3-30B-A3B' and uid like '%mlp.%_proj' group by deployment"
@@ -90,11 +90,11 @@ def test_expert_parallelism_divides_expert_weights_not_their_shapes(catalog_db):
     assert shapes == [([768, 2048],)]  # one expert's [moe_intermediate_size, hidden_size]
 
 
-def test_a_deployment_that_does_not_fit_says_so_with_the_shortfall(catalog_db, tmp_path):
+def test_a_deployment_that_does_not_fit_says_so_with_the_shortfall(models_db, tmp_path):
     """DeepSeek-V3 in BF16 on 8×H200 with DP8 + EP8 needs more than the usable 0.9 × 141 GB per
     GPU; the same layout with FP8 weights fits.  The shortfall is total − usable, never 0."""
     db = tmp_path / "store.duckdb"
-    shutil.copy(catalog_db, db)
+    shutil.copy(models_db, db)
     con = duckdb.connect(str(db))
     insert_deployments(
         con,
@@ -115,8 +115,8 @@ def test_a_deployment_that_does_not_fit_says_so_with_the_shortfall(catalog_db, t
     assert fits8 and short8 == 0
 
 
-def test_step_sol_flags_contexts_beyond_the_published_maximum(catalog_db):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+def test_step_sol_flags_contexts_beyond_the_published_maximum(models_db):
+    con = duckdb.connect(str(models_db), read_only=True)
     flags = dict(
         con.execute(
             "select workload, beyond_max_context from step_sol where model = 'Qwen3-8B' and deployment = '1xH200-single'"
@@ -125,11 +125,11 @@ def test_step_sol_flags_contexts_beyond_the_published_maximum(catalog_db):
     assert flags["decode_b1_c128k"] and not flags["decode_b1_c32k"]  # Qwen3-8B: max_position_embeddings 40960
 
 
-def test_kv_heads_fewer_than_tp_ranks_are_replicated(catalog_db):
+def test_kv_heads_fewer_than_tp_ranks_are_replicated(models_db):
     """The fit rule: Qwen3-30B-A3B has 4 KV heads; on tp 8 each rank holds one whole head
     (every head twice), so its cache is the single-GPU cache ÷ 4, not ÷ 8.  Its 32 query
     heads split evenly: q_proj's weight is ÷ 8."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     kv = dict(
         con.execute(
             "select deployment, kv_bytes from device_memory where model = 'Qwen3-30B-A3B' and workload = 'decode_b64_c32k'"
@@ -151,7 +151,7 @@ def test_kv_heads_fewer_than_tp_ranks_are_replicated(catalog_db):
     assert q["8xH200-tp8"] == q["1xH200-single"] / 8 and k["8xH200-tp8"] == k["1xH200-single"] / 4
 
 
-def test_deepseek_v3_on_8_gpus_in_one_query(catalog_db):
+def test_deepseek_v3_on_8_gpus_in_one_query(models_db):
     """DeepSeek-V3 decode at batch 64 × 32K context on 8×H200 and 8×B200, attention DP8 + EP8
     and TP8 + EP8, FP8 weights: one query gives memory, KV, max batch and step time.  KV per
     device, from the config: 61 layers × (kv_lora_rank 512 + rope 64) × 2 B × 32768 positions
@@ -159,7 +159,7 @@ def test_deepseek_v3_on_8_gpus_in_one_query(catalog_db):
     latent has no head axis)."""
     cfg = json.loads((CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text())
     whole = cfg["num_hidden_layers"] * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 2 * 32768 * 64
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     rows = con.execute(
         "select s.deployment, m.weight_bytes, m.kv_bytes, m.fits, m.max_batch, s.time_s, s.tokens_per_s_per_gpu "
         "from step_sol as s join device_memory as m using (model, deployment, workload) "

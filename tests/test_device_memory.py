@@ -25,7 +25,7 @@ def _one(con, sql, *args):
     return con.execute(sql, list(args)).fetchone()
 
 
-def test_deepseek_v3_fp8_weights_per_device_count_block_scales(catalog_db):
+def test_deepseek_v3_fp8_weights_per_device_count_block_scales(models_db):
     """DeepSeek-V3 in FP8 (float8 e4m3, one F32 inverse scale per 128×128 block, as the
     checkpoint's quantization_config says) on 8×H200 with attention TP8 + EP8.
 
@@ -48,7 +48,7 @@ def test_deepseek_v3_fp8_weights_per_device_count_block_scales(catalog_db):
     gate_data = inter * hidden
     gate_scales = math.ceil(inter / block_rows) * math.ceil(hidden / block_cols) * 4  # 16 × 56 × 4
 
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     q = "select part, sum(total_bytes) from int_device_storage where model = 'DeepSeek-V3' and deployment = ? and uid like ? group by part"
     got = dict(con.execute(q, ["8xH200-tp8-ep8-wfp8", "decoder/%/self_attn.q_b_proj"]).fetchall())
     assert got == {
@@ -62,14 +62,14 @@ def test_deepseek_v3_fp8_weights_per_device_count_block_scales(catalog_db):
     }
 
 
-def test_deepseek_v3_fp8_device_weights_are_the_stored_totals_through_the_layout(catalog_db):
+def test_deepseek_v3_fp8_device_weights_are_the_stored_totals_through_the_layout(models_db):
     """The totals relation: under attention DP8 + EP8 every tensor is replicated except the
     routed experts, which EP divides by 8 — so one device holds all stored bytes of the base
     model (data and scales, as weight_storage lists them for the FP8 profile) minus 7/8 of
     the routed experts'.  Under TP8 + EP8 the same relation holds tensor by tensor for the
     data parts (÷ the layout's split), and the scale bytes are part of the total: the device
     holds more than its FP8 elements alone."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     stored = """
         with base as (select distinct model, uid, in_base_model from base_nodes),
         experts as (select distinct model, uid from base_layouts where tensor = 'copies')
@@ -106,11 +106,11 @@ def test_deepseek_v3_fp8_device_weights_are_the_stored_totals_through_the_layout
     assert tp_ep - data == scales
 
 
-def test_a_bf16_model_weighs_two_bytes_per_parameter_on_every_layout(catalog_db):
+def test_a_bf16_model_weighs_two_bytes_per_parameter_on_every_layout(models_db):
     """Meta-Llama-3.1-8B stores every tensor in BF16, so the storage-based weight bytes are
     what elements × 2 gave: 2 × 8,030,261,248 on one GPU (the inventory's parameter count),
     and 2 × the layout's per-device elements, tensor by tensor, on TP8."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     (single,) = _one(
         con,
         "select weight_bytes from device_memory where model = 'Meta-Llama-3.1-8B' and deployment = '1xH200-single' "
@@ -124,7 +124,7 @@ def test_a_bf16_model_weighs_two_bytes_per_parameter_on_every_layout(catalog_db)
     assert mismatched == []
 
 
-def test_llama_prefill_activation_peak_by_hand(catalog_db):
+def test_llama_prefill_activation_peak_by_hand(models_db):
     """Meta-Llama-3.1-8B, prefill of 2048 tokens, batch 1, BF16 activations.
 
     One GPU: the peak is inside the MLP — while act = silu(gate_proj) (or gated = act · up)
@@ -145,7 +145,7 @@ def test_llama_prefill_activation_peak_by_hand(catalog_db):
     weights = 2 * 8_030_261_248
     one_gpu = (hidden + 3 * inter) * s * 2
     assert one_gpu == 192_937_984
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     q = (
         "select activation_bytes, activation_peak_op, kv_bytes, max_batch, limited_by from device_memory "
         "where model = 'Meta-Llama-3.1-8B' and deployment = ? and workload = 'prefill_2k'"
@@ -159,11 +159,11 @@ def test_llama_prefill_activation_peak_by_hand(catalog_db):
     assert kv8 == kv / 8 and limited8 == "activations"
 
 
-def test_activations_grow_with_the_prompt_and_split_with_data_parallelism(catalog_db):
+def test_activations_grow_with_the_prompt_and_split_with_data_parallelism(models_db):
     """The same liveness at 16× the prompt holds 16× the bytes (every live tensor is per
     token in prefill); DP8 gives each rank its requests' activations (÷ 8 of a 64-request
     decode batch's), while TP8 leaves the replicated residual stream whole."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = duckdb.connect(str(models_db), read_only=True)
     act = dict(
         ((d, w), b)
         for d, w, b in con.execute(
@@ -174,7 +174,7 @@ def test_activations_grow_with_the_prompt_and_split_with_data_parallelism(catalo
     assert act[("8xH200-dp8-ep8", "decode_b64_c8k")] < act[("1xH200-single", "decode_b64_c8k")] / 4
 
 
-def test_expert_parallelism_divides_stacked_mxfp4_experts_with_their_scales(catalog_db, tmp_path):
+def test_expert_parallelism_divides_stacked_mxfp4_experts_with_their_scales(models_db, tmp_path):
     """gpt-oss-20b as shipped (weight_profile native: routed experts in MXFP4, stacked as one
     tensor per layer) on DP8 + EP8: each device holds 32 / 8 = 4 of every layer's experts —
     the stacked experts axis is divided, blocks and E8M0 scales alike.  gate_up_proj of one
@@ -190,7 +190,7 @@ def test_expert_parallelism_divides_stacked_mxfp4_experts_with_their_scales(cata
     blocks = (experts // 8) * 2 * inter * (hidden // 32) * 16  # two e2m1 values per byte
     scales = (experts // 8) * 2 * inter * (hidden // 32)
     db = tmp_path / "store.duckdb"
-    shutil.copy(catalog_db, db)
+    shutil.copy(models_db, db)
     con = duckdb.connect(str(db))
     insert_deployments(
         con, [{"deployment": "8xH200-dp8-ep8-native", "weight_profile": "native"}], like="8xH200-dp8-ep8"

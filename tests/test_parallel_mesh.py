@@ -49,9 +49,9 @@ def _config(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def mesh_db(catalog_db, tmp_path_factory):
+def mesh_db(models_db, tmp_path_factory):
     db = tmp_path_factory.mktemp("mesh") / "store.duckdb"
-    shutil.copy(catalog_db, db)
+    shutil.copy(models_db, db)
     con = duckdb.connect(str(db))
     insert_deployments(
         con,
@@ -362,9 +362,9 @@ def test_ep16_over_two_nodes_of_eight(mesh_db):
 # ------------------------------------------------------------------ validation
 
 
-def test_bad_mesh_degrees_are_reported_with_the_fix(catalog_db, tmp_path):
+def test_bad_mesh_degrees_are_reported_with_the_fix(models_db, tmp_path):
     db = tmp_path / "store.duckdb"
-    shutil.copy(catalog_db, db)
+    shutil.copy(models_db, db)
     con = duckdb.connect(str(db))
     bad = [
         ("cp-kind", 8, 4, 1, 2, "none", None),
