@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -45,7 +46,13 @@ def models_db(tmp_path_factory) -> Path:
 
 
 def load_inventory(config_file: str) -> dict:
-    """A meta-device tensor inventory (see tests/fixtures/meta_inventories/SOURCES.md)."""
+    """A meta-device tensor inventory (see tests/fixtures/meta_inventories/SOURCES.md); read
+    once per session, each caller gets its own top-level dict."""
+    return dict(_read_inventory(config_file))
+
+
+@functools.cache
+def _read_inventory(config_file: str) -> dict:
     stem = config_file.removesuffix(".json")
     with gzip.open(FIXTURES / "meta_inventories" / f"{stem}.json.gz") as f:
         return json.load(f)

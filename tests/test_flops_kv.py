@@ -342,6 +342,16 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
     assert 1.0 < flops / (2 * matmul_params) < 1.01
 
 
+@pytest.fixture(scope="module")
+def formula_db(catalog_db, tmp_path_factory):
+    """A copy of the catalog store whose workloads each example replaces, and every model's
+    bound FLOP formula per phase (evaluated once)."""
+    db = tmp_path_factory.mktemp("prop") / "store.duckdb"
+    shutil.copy(catalog_db, db)
+    bound = {(m, phase): formula(m, "flops", phase)[1] for m in catalog() for phase in ("prefill", "decode")}
+    return db, bound
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
@@ -355,11 +365,10 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
         max_size=8,
     )
 )
-def test_view_equals_symbolic_formula(catalog_db, tmp_path_factory, rows):
+def test_view_equals_symbolic_formula(formula_db, rows):
     """For random workloads, the `flops` view equals the model's symbolic FLOP formula
     (the sympy expression the term rows came from) at the same binding."""
-    db = tmp_path_factory.mktemp("prop") / "store.duckdb"
-    shutil.copy(catalog_db, db)
+    db, bound = formula_db
     con = duckdb.connect(str(db))
     con.execute("delete from workloads")
     workloads = []
@@ -371,6 +380,7 @@ def test_view_equals_symbolic_formula(catalog_db, tmp_path_factory, rows):
     con.close()
     for model in catalog():
         for name, phase, batch, s, c in workloads:
-            _, bound = formula(model, "flops", phase)
-            exact = bound.xreplace({B: sympy.Integer(batch), S: sympy.Integer(s), C: sympy.Integer(c), V: 0})
+            exact = bound[model, phase].xreplace(
+                {B: sympy.Integer(batch), S: sympy.Integer(s), C: sympy.Integer(c), V: 0}
+            )
             assert got[(model, name)] == pytest.approx(float(exact), rel=1e-12)
