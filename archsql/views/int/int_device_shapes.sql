@@ -90,10 +90,7 @@ workloads as (
 ),
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
+    select *
     from int_deployment_groups
 ),
 
