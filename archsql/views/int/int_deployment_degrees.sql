@@ -1,37 +1,4 @@
--- The degree of every mesh axis of every deployment, one column per axis.
-with
-
-deployments as (
-    select deployment
-    from base_deployments
-),
-
-axes as (
-    select distinct
-        axis,
-        default_degree
-    from base_parallel_groups
-),
-
-mesh as (
-    select
-        deployment,
-        axis,
-        degree
-    from base_deployment_mesh
-),
-
--- an axis with no mesh row has its default degree
-degrees as (
-    select
-        d.deployment,
-        a.axis,
-        case when m.axis is null then a.default_degree else m.degree end as degree
-    from deployments as d
-    cross join axes as a
-    left join mesh as m on m.deployment = d.deployment and m.axis = a.axis
-)
-
+-- The degree of every mesh axis of every deployment, one column per axis (int_deployment_axes pivoted).
 select
     deployment,
     any_value(degree) filter (where axis = 'tp') as tp,
@@ -40,5 +7,5 @@ select
     any_value(degree) filter (where axis = 'moe_tp') as moe_tp,
     any_value(degree) filter (where axis = 'pp') as pp,
     any_value(degree) filter (where axis = 'cp') as cp
-from degrees
+from int_deployment_axes
 group by deployment

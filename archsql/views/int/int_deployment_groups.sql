@@ -12,33 +12,25 @@ parallel_groups as (
     select
         "group",
         axis,
-        cp_kind,
-        default_degree
+        cp_kind
     from base_parallel_groups
 ),
 
-mesh as (
-    select
-        deployment,
-        axis,
-        degree
-    from base_deployment_mesh
+axes as (
+    select *
+    from int_deployment_axes
 ),
 
--- an axis with no mesh row has its default degree; the cp_ulysses / cp_ring collectives take
--- the cp degree only for the deployment's cp_kind (a group of one device is free)
+-- the cp_ulysses / cp_ring collectives take the cp degree only for the deployment's cp_kind
+-- (a group of one device is free)
 groups as (
     select
         d.deployment,
         p."group",
-        case
-            when p.cp_kind is not null and p.cp_kind is distinct from d.cp_kind then 1
-            when m.axis is null then p.default_degree
-            else m.degree
-        end as degree
+        case when p.cp_kind is not null and p.cp_kind is distinct from d.cp_kind then 1 else a.degree end as degree
     from deployments as d
     cross join parallel_groups as p
-    left join mesh as m on m.deployment = d.deployment and m.axis = p.axis
+    inner join axes as a on a.deployment = d.deployment and a.axis = p.axis
 )
 
 select

@@ -2,10 +2,7 @@
 with
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
+    select *
     from int_deployment_groups
 ),
 

@@ -29,10 +29,7 @@ nodes as (
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
+    select *
     from base_instances
 ),
 

@@ -7,19 +7,8 @@ with
 workloads as (
     select
         dense_rank() over (order by workload, phase, batch, new_tokens, context) as workload_key,
-        workload,
-        phase,
-        batch,
-        new_tokens,
-        context
-    from base_workloads
-),
-
-images as (
-    select
-        workload,
-        image_patches
-    from base_workload_images
+        *
+    from int_workload_inputs
 ),
 
 terms as (
@@ -54,11 +43,10 @@ term_values as (
         t.output_bytes,
         term_value(
             t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg, w.batch, w.new_tokens, w.context,
-            v := coalesce(i.image_patches, 0)
+            v := w.image_patches
         ) as value
     from terms as t
     inner join workloads as w on w.phase = t.phase
-    left join images as i on i.workload = w.workload
 ),
 
 evaluated as (

@@ -69,31 +69,14 @@ axes as (
     from weight_axes
 ),
 
-images as (
-    select
-        workload,
-        image_patches
-    from base_workload_images
-),
-
 -- the runtime symbols of a workload: B requests, s new tokens, c context, v image patches
 workloads as (
-    select
-        w.workload,
-        w.phase,
-        w.batch,
-        w.new_tokens,
-        w.context,
-        coalesce(i.image_patches, 0) as image_patches
-    from base_workloads as w
-    left join images as i on i.workload = w.workload
+    select *
+    from int_workload_inputs
 ),
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
+    select *
     from int_deployment_groups
 ),
 
@@ -153,18 +136,7 @@ bound as (
 
 per_device as (
     select
-        model,
-        deployment,
-        workload,
-        phase,
-        uid,
-        tensor,
-        axis,
-        dim,
-        size,
-        "group",
-        degree,
-        parts,
+        * exclude (segments),
         -- the fit rule (shard_local), the fullest device: an even split rounds up (one request)
         case when "group" is null then size else ceil(shard_local(size, parts, segments, degree))::bigint end
             as device_size

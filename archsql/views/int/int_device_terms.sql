@@ -9,10 +9,7 @@ terms as (
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
+    select *
     from base_instances
 ),
 
@@ -27,10 +24,7 @@ nodes as (
 ),
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
+    select *
     from int_deployment_groups
 ),
 

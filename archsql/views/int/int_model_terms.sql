@@ -9,10 +9,7 @@ node_terms as (
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
+    select *
     from base_instances
 ),
 

@@ -59,12 +59,7 @@ cut as (
 
 staged as (
     select
-        model,
-        deployment,
-        stack,
-        layer,
-        template,
-        position,
+        * exclude (pp, base, extra),
         case
             when position < (pp - 1 - extra) * base then position // base
             when position < (pp - 1 - extra) * base + extra * (base + 1)

@@ -34,10 +34,7 @@ mesh as (
 ),
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
+    select *
     from int_deployment_groups
 ),
 

@@ -99,6 +99,12 @@ outside as (
     left join (select distinct model, uid from after_stacks) as a
         on a.model = n.model and a.uid = coalesce(c.consumer_uid, n.uid)
     where n.stack is null
+),
+
+shares as (
+    select * from in_stacks
+    union all by name
+    select * from outside
 )
 
 select
@@ -107,12 +113,4 @@ select
     uid,
     stage,
     share
-from in_stacks
-union all
-select
-    model,
-    deployment,
-    uid,
-    stage,
-    share
-from outside
+from shares

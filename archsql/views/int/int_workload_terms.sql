@@ -3,20 +3,8 @@
 with
 
 workloads as (
-    select
-        workload,
-        phase,
-        batch,
-        new_tokens,
-        context
-    from base_workloads
-),
-
-images as (
-    select
-        workload,
-        image_patches
-    from base_workload_images
+    select *
+    from int_workload_inputs
 ),
 
 terms as (
@@ -27,12 +15,11 @@ terms as (
 -- a term (its grouping and monomial columns, t.* but coef) with its value at each workload
 select
     t.model,
-    w.*,
+    w.* exclude (image_patches),
     t.* exclude (model, phase, coef),
     t.coef * term_value(
         t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg, w.batch, w.new_tokens, w.context,
-        v := coalesce(i.image_patches, 0)
+        v := w.image_patches
     ) as value
 from terms as t
 inner join workloads as w on w.phase = t.phase
-left join images as i on i.workload = w.workload

@@ -166,21 +166,7 @@ per_stage as (
 
 fullest as (
     select
-        model,
-        deployment,
-        workload,
-        stage,
-        batch,
-        context,
-        weight_bytes,
-        kv_bytes,
-        activation_bytes,
-        activation_peak_op,
-        total_bytes,
-        usable_bytes,
-        memory_bytes,
-        fits,
-        shortfall_bytes,
+        * exclude (max_batch, limited_by, fullness, stage_max_batch, stage_limited_by),
         stage_max_batch as max_batch,
         stage_limited_by as limited_by
     from per_stage

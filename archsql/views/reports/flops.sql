@@ -7,12 +7,7 @@ models as (
 ),
 
 workloads as (
-    select
-        workload,
-        phase,
-        batch,
-        new_tokens,
-        context
+    select *
     from base_workloads
 ),
 
@@ -28,11 +23,7 @@ quantities as (
 model_workloads as (
     select
         m.model,
-        w.workload,
-        w.phase,
-        w.batch,
-        w.new_tokens,
-        w.context
+        w.*
     from models as m
     cross join workloads as w
 ),
@@ -48,12 +39,7 @@ flops_per_workload as (
 
 joined as (
     select
-        mw.model,
-        mw.workload,
-        mw.phase,
-        mw.batch,
-        mw.new_tokens,
-        mw.context,
+        mw.*,
         coalesce(f.flops, 0) as flops,
         coalesce(f.flops, 0) / nullif(mw.batch * mw.new_tokens, 0) as flops_per_new_token
     from model_workloads as mw

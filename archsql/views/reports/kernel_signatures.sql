@@ -126,10 +126,7 @@ deployments as (
 ),
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
+    select *
     from int_deployment_groups
 ),
 
@@ -150,10 +147,7 @@ dtypes as (
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
+    select *
     from base_instances
 ),
 

@@ -2,18 +2,7 @@
 with
 
 values_ as (
-    select
-        model,
-        deployment,
-        workload,
-        phase,
-        uid,
-        op,
-        role,
-        flops,
-        hbm_bytes,
-        comm_bytes,
-        scaleout_bytes
+    select * exclude (cache_bytes, output_bytes) rename (hbm_bytes as bytes)
     from int_device_op_values
 ),
 
@@ -38,17 +27,7 @@ gpus as (
 
 priced as (
     select
-        v.model,
-        v.deployment,
-        v.workload,
-        v.phase,
-        v.uid,
-        v.op,
-        v.role,
-        v.flops,
-        v.hbm_bytes as bytes,
-        v.comm_bytes,
-        v.scaleout_bytes,
+        v.*,
         case
             when v.comm_bytes = 0 then null
             when v.scaleout_bytes = 0 then 'scale-up'
@@ -56,7 +35,7 @@ priced as (
             else 'both'
         end as link,
         v.flops / g.peak_flops_per_s as compute_s,
-        v.hbm_bytes / g.hbm_bytes_per_s as memory_s,
+        v.bytes / g.hbm_bytes_per_s as memory_s,
         -- the scale-up and scale-out parts of a collective move at the same time
         greatest(
             (v.comm_bytes - v.scaleout_bytes) / g.link_bytes_per_s,
@@ -69,21 +48,7 @@ priced as (
 
 bounded as (
     select
-        model,
-        deployment,
-        workload,
-        phase,
-        uid,
-        op,
-        role,
-        flops,
-        bytes,
-        comm_bytes,
-        scaleout_bytes,
-        link,
-        compute_s,
-        memory_s,
-        comm_s,
+        *,
         greatest(compute_s, memory_s, comm_s) as time_s,
         case
             when greatest(compute_s, memory_s, comm_s) = 0 then 'none'

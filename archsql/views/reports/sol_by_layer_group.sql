@@ -2,19 +2,7 @@
 with
 
 ops as (
-    select
-        model,
-        deployment,
-        workload,
-        phase,
-        uid,
-        flops,
-        bytes,
-        comm_bytes,
-        compute_s,
-        memory_s,
-        comm_s,
-        time_s
+    select *
     from op_sol
 ),
 

@@ -2,15 +2,7 @@
 with
 
 ops as (
-    select
-        model,
-        deployment,
-        workload,
-        phase,
-        compute_s,
-        memory_s,
-        comm_s,
-        time_s
+    select *
     from op_sol
 ),
 

@@ -217,10 +217,7 @@ policies as (
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
+    select *
     from base_instances
 ),
 
