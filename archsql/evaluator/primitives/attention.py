@@ -9,6 +9,8 @@ ones) sees p + i + 1 keys, so the exact number of (query, key) pairs is
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import sympy
 
 from archsql.evaluator.dimmap import Axis, InputDim, NewDim, keep
@@ -193,27 +195,26 @@ class AttentionScore(Primitive):
         return caps
 
 
-class Softmax(Primitive):
-    """Normalized exponentials over the last axis: 5 FLOPs per element (max, subtract,
-    exp, sum, divide).  With ``causal: 1`` on scores [B, heads, s, c] only the unmasked
-    pairs count.  Over a context axis split by cp it runs blockwise (online softmax)."""
+class _ScoreElementwise(Primitive):
+    """An elementwise op that also runs on attention scores: ``flops_per_element`` FLOPs per
+    element.  With ``causal: 1`` on scores [B, heads, s, c] only the unmasked pairs count and
+    it runs inside the attention kernel (no traffic); elsewhere it reads and writes its
+    tensor."""
 
-    needs_whole_last_axis = True
-    blockwise_context = True
+    abstract = True
+    flops_per_element: ClassVar[int]
 
     shape_kind = "preserve"
     params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW, "chunk": CHUNK}
 
     def check(self, ctx: Ctx) -> None:
         if ctx.flag("causal"):
-            expect_rank(ctx, 0, 4, "causal softmax over scores [B, heads, s, c]")
+            expect_rank(ctx, 0, 4, f"causal {self.name} over scores [B, heads, s, c]")
 
     def dimmap(self, ctx: Ctx):
         return keep(0, len(ctx.ins[0]))
 
     def io(self, ctx: Ctx):
-        """On causal attention scores the softmax runs inside the attention kernel (no
-        traffic); elsewhere (router probabilities) it reads and writes its tensor."""
         if ctx.flag("causal"):
             return sympy.Integer(0), sympy.Integer(0)
         return numel(ctx.ins[0]), numel(ctx.out)
@@ -221,8 +222,19 @@ class Softmax(Primitive):
     def flops(self, ctx: Ctx) -> sympy.Expr:
         shape = ctx.ins[0]
         if ctx.flag("causal"):
-            return 5 * shape[0].expr * shape[1].expr * attended_pairs(True, _window(ctx), _chunk(ctx))
-        return 5 * numel(shape)
+            return self.flops_per_element * shape[0].expr * shape[1].expr * _pairs(ctx)
+        return self.flops_per_element * numel(shape)
+
+
+class Softmax(_ScoreElementwise):
+    """Normalized exponentials over the last axis: 5 FLOPs per element (max, subtract,
+    exp, sum, divide).  With ``causal: 1`` on scores [B, heads, s, c] only the unmasked
+    pairs count, inside the attention kernel; elsewhere (router probabilities) it reads and
+    writes its tensor.  Over a context axis split by cp it runs blockwise (online softmax)."""
+
+    needs_whole_last_axis = True
+    blockwise_context = True
+    flops_per_element = 5
 
 
 class AttentionApply(Primitive):
@@ -295,30 +307,11 @@ class SinkSoftmax(Softmax):
         return 5 * shape[0].expr * shape[1].expr * (_pairs(ctx) + shape[2].expr)
 
 
-class Softcap(Primitive):
+class Softcap(_ScoreElementwise):
     """Logit soft-capping, cap·tanh(x / cap) (the cap is a constant, not a dim): 3 FLOPs per
     element (divide, tanh, multiply).  With ``causal: 1`` on attention scores
     [B, heads, s, c] only the unmasked pairs count and it runs inside the attention kernel
     (Gemma-2 ``attn_logit_softcapping``); otherwise every element, read and written
     (Gemma-2 ``final_logit_softcapping`` on the sampled logits)."""
 
-    shape_kind = "preserve"
-    params = {"causal": Param("flag", 0, "1 on causal attention scores"), "window": WINDOW, "chunk": CHUNK}
-
-    def check(self, ctx: Ctx) -> None:
-        if ctx.flag("causal"):
-            expect_rank(ctx, 0, 4, "causal softcap over scores [B, heads, s, c]")
-
-    def dimmap(self, ctx: Ctx):
-        return keep(0, len(ctx.ins[0]))
-
-    def io(self, ctx: Ctx):
-        if ctx.flag("causal"):
-            return sympy.Integer(0), sympy.Integer(0)
-        return numel(ctx.ins[0]), numel(ctx.out)
-
-    def flops(self, ctx: Ctx) -> sympy.Expr:
-        shape = ctx.ins[0]
-        if ctx.flag("causal"):
-            return 3 * shape[0].expr * shape[1].expr * _pairs(ctx)
-        return 3 * numel(shape)
+    flops_per_element = 3

@@ -287,6 +287,13 @@ def expect_axis(ctx: Ctx, port: int, axis: int, want: Axis, what: str) -> None:
         )
 
 
+def expect_multiple(ctx: Ctx, name: str, of: str, what: str) -> None:
+    """Check that dim ``name`` is a multiple of dim ``of`` (where both are numbers)."""
+    n, d = ctx.dim(name).value, ctx.dim(of).value
+    if n.is_number and d.is_number and n % d != 0:
+        raise NodeShapeError(what, expected=f"{name} % {of} == 0", got=f"{name}={n}, {of}={d}")
+
+
 def expect_rank(ctx: Ctx, port: int, rank: int, what: str) -> None:
     shape = ctx.ins[port]
     if len(shape) != rank:

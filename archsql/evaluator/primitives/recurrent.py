@@ -28,6 +28,7 @@ from archsql.evaluator.primitives.base import (
     Primitive,
     WeightDecl,
     expect_axis,
+    expect_multiple,
     expect_rank,
     fmt_shape,
     numel,
@@ -209,13 +210,7 @@ class SsdScan(Primitive):
             expect_rank(ctx, port, 4, f"ssd_scan {what} [B, s, groups, d_state]")
             expect_axis(ctx, port, 2, ctx.dim("groups"), f"ssd_scan {what} groups")
             expect_axis(ctx, port, 3, ctx.dim("d_state"), f"ssd_scan {what} state size")
-        h, g = ctx.dim("heads").value, ctx.dim("groups").value
-        if h.is_number and g.is_number and h % g != 0:
-            raise NodeShapeError(
-                "SSM heads must be a multiple of the B/C groups",
-                expected="heads % groups == 0",
-                got=f"heads={h}, groups={g}",
-            )
+        expect_multiple(ctx, "heads", "groups", "SSM heads must be a multiple of the B/C groups")
 
     def dimmap(self, ctx: Ctx):
         return keep(0, 4)
@@ -264,13 +259,7 @@ class GatedDeltaRule(Primitive):
         for port, what in ((3, "a"), (4, "b")):
             expect_rank(ctx, port, 3, f"gated_delta_rule {what} [B, s, v_heads]")
             expect_axis(ctx, port, 2, ctx.dim("v_heads"), f"gated_delta_rule {what}")
-        hk, hv = ctx.dim("k_heads").value, ctx.dim("v_heads").value
-        if hk.is_number and hv.is_number and hv % hk != 0:
-            raise NodeShapeError(
-                "value heads must be a multiple of key heads",
-                expected="v_heads % k_heads == 0",
-                got=f"v_heads={hv}, k_heads={hk}",
-            )
+        expect_multiple(ctx, "v_heads", "k_heads", "value heads must be a multiple of key heads")
 
     def dimmap(self, ctx: Ctx):
         return keep(2, 4)
@@ -308,11 +297,7 @@ class RmsnormGated(Primitive):
             raise NodeShapeError(
                 "rmsnorm_gated needs x and the gate z of the same shape", expected=fmt_shape(a), got=fmt_shape(b)
             )
-        d, g = ctx.dim("d").value, ctx.dim("groups").value
-        if d.is_number and g.is_number and d % g != 0:
-            raise NodeShapeError(
-                "groups must divide the normalized width", expected="d % groups == 0", got=f"d={d}, groups={g}"
-            )
+        expect_multiple(ctx, "d", "groups", "groups must divide the normalized width")
 
     def dimmap(self, ctx: Ctx):
         return keep(0, len(ctx.ins[0]))

@@ -4,37 +4,17 @@
 with
 
 caches as (
-    select
-        model,
-        uid,
-        cache,
-        kind,
-        growth,
-        elements,
-        "window",
-        ratio
-    from base_caches
+    select * from base_caches
 ),
 
 nodes as (
-    select
-        model,
-        uid,
-        stack,
-        template,
-        role,
-        in_prefill,
-        in_decode
+    select *
     from base_nodes
     where in_base_model
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
-    from base_instances
+    select * from base_instances
 ),
 
 phases as (
@@ -61,12 +41,7 @@ entries as (
         n.stack,
         n.template,
         n.role,
-        c.cache,
-        c.kind,
-        c.growth,
-        c.elements,
-        c."window",
-        c.ratio,
+        c.* exclude (model, uid),
         i.count
     from caches as c
     inner join phases as p on p.model = c.model and p.uid = c.uid
@@ -80,19 +55,7 @@ entries as (
 -- latest token's chunk; c when window = 0
 with_law as (
     select
-        model,
-        phase,
-        uid,
-        stack,
-        template,
-        role,
-        cache,
-        kind,
-        growth,
-        elements,
-        "window",
-        ratio,
-        count,
+        *,
         case
             when growth = 'per_token' then 1
             when growth in ('window', 'chunk') and "window" = 0 then 1
@@ -122,25 +85,10 @@ with_law as (
 
 final as (
     select
-        model,
-        phase,
-        uid,
-        stack,
-        template,
-        role,
-        cache,
-        kind,
-        growth,
-        elements,
-        "window",
-        ratio,
-        count,
+        *,
         elements::double as coef,
         1::tinyint as e_B,
         0::tinyint as e_s,
-        e_c,
-        factor,
-        factor_arg,
         elements * count * positions_per_token as elements_per_token,
         elements * count * state_positions as state_elements
     from with_law

@@ -5,18 +5,11 @@
 with
 
 deployments as (
-    select
-        deployment,
-        weight_profile
-    from base_deployments
+    select * from base_deployments
 ),
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
-    from int_deployment_groups
+    select * from int_deployment_groups
 ),
 
 stored as (
@@ -72,45 +65,30 @@ copy_splits as (
     where phase = 'prefill' and tensor = 'copies'
 ),
 
+-- every stored tensor on every deployment that stores weights in its profile
+tensors as (
+    select
+        s.* exclude (profile),
+        d.deployment
+    from stored as s
+    inner join deployments as d on d.weight_profile = s.profile
+),
+
 -- one row per stored tensor, deployment and stored axis
 stored_axes as (
     select
-        s.model,
-        d.deployment,
-        s.uid,
-        s.tensor,
-        s.part,
-        s.name,
-        s.layers,
-        s.dtype,
-        s.bits,
-        s.copies_per_layer,
-        s.copies,
-        s.per_expert,
+        t.* exclude (shape, axis_map),
         w.weight_shape,
-        unnest(range(len(s.shape))) as i,
-        unnest(s.shape) as size,
-        unnest(s.axis_map) as source
-    from stored as s
-    inner join deployments as d on d.weight_profile = s.profile
-    left join weights as w on w.model = s.model and w.uid = s.uid and w.tensor = s.tensor
+        unnest(range(len(t.shape))) as i,
+        unnest(t.shape) as size,
+        unnest(t.axis_map) as source
+    from tensors as t
+    left join weights as w on w.model = t.model and w.uid = t.uid and w.tensor = t.tensor
 ),
 
 local_axes as (
     select
-        a.model,
-        a.deployment,
-        a.uid,
-        a.tensor,
-        a.part,
-        a.name,
-        a.layers,
-        a.dtype,
-        a.bits,
-        a.copies_per_layer,
-        a.copies,
-        a.per_expert,
-        a.i,
+        a.* exclude (weight_shape, i, size, source),
         case
             when a.source.axis = -1 and cg.degree is not null
                 then shard_local(a.size, c.parts, null, cg.degree)
@@ -128,66 +106,34 @@ local_axes as (
     left join groups as cg on cg.deployment = a.deployment and cg."group" = c."group"
 ),
 
+-- the device's elements of a tensor: the product of its local axes
 per_tensor as (
     select
-        model,
-        deployment,
-        uid,
-        tensor,
-        part,
-        name,
-        layers,
-        any_value(dtype) as dtype,
-        any_value(bits) as bits,
-        any_value(copies_per_layer) as copies_per_layer,
-        any_value(copies) as copies,
-        any_value(per_expert) as per_expert,
+        * exclude (local_size),
         product(local_size) as elements
     from local_axes
-    group by model, deployment, uid, tensor, part, name, layers
+    group by all
 ),
 
 -- a scalar (a per-tensor scale) has no axes: one element on every device
 scalars as (
     select
-        s.model,
-        d.deployment,
-        s.uid,
-        s.tensor,
-        s.part,
-        s.name,
-        s.layers,
-        s.dtype,
-        s.bits,
-        s.copies_per_layer,
-        s.copies,
-        s.per_expert,
+        * exclude (shape, axis_map),
         1 as elements
-    from stored as s
-    inner join deployments as d on d.weight_profile = s.profile
-    where len(s.shape) = 0
+    from tensors
+    where len(shape) = 0
 ),
 
 all_tensors as (
-    select model, deployment, uid, tensor, part, name, layers, dtype, bits, copies_per_layer, copies, per_expert, elements
-    from per_tensor
-    union all
-    select model, deployment, uid, tensor, part, name, layers, dtype, bits, copies_per_layer, copies, per_expert, elements
-    from scalars
+    select * from per_tensor
+    union all by name
+    select * from scalars
 ),
 
 -- routed experts stored one tensor per expert: a device keeps its experts' copies
 with_copies as (
     select
-        t.model,
-        t.deployment,
-        t.uid,
-        t.tensor,
-        t.part,
-        t.name,
-        t.layers,
-        t.dtype,
-        t.elements,
+        t.* exclude (copies),
         t.elements * t.bits / 8 as bytes,
         case
             when t.per_expert and cg.degree is not null

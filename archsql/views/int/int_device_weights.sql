@@ -2,38 +2,19 @@
 with
 
 weights as (
-    select
-        model,
-        uid,
-        tensor,
-        elements,
-        streamed
-    from base_weights
+    select * from base_weights
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
-    from base_instances
+    select * from base_instances
 ),
 
 nodes as (
-    select
-        model,
-        uid,
-        role,
-        in_base_model
-    from base_nodes
+    select * from base_nodes
 ),
 
 groups as (
-    select
-        deployment,
-        "group",
-        degree
-    from int_deployment_groups
+    select * from int_deployment_groups
 ),
 
 -- groups splitting a weight: its sharded axes and its node's copies (routed experts over EP)

@@ -2,22 +2,11 @@
 with
 
 tensors as (
-    select
-        checkpoint,
-        file,
-        name,
-        dtype,
-        shape,
-        offset_begin,
-        offset_end
-    from base_checkpoint_tensors
+    select * from base_checkpoint_tensors
 ),
 
 prefixes as (
-    select
-        prefix,
-        canonical
-    from base_checkpoint_prefixes
+    select * from base_checkpoint_prefixes
 ),
 
 with_prefix as (

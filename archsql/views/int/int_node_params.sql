@@ -2,29 +2,15 @@
 with
 
 weights as (
-    select
-        model,
-        uid,
-        elements
-    from base_weights
+    select * from base_weights
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count,
-        active_count
-    from base_instances
+    select * from base_instances
 ),
 
 nodes as (
-    select
-        model,
-        uid,
-        role,
-        in_base_model
-    from base_nodes
+    select * from base_nodes
 ),
 
 elements_per_node as (
@@ -52,13 +38,7 @@ joined as (
 
 with_params as (
     select
-        model,
-        uid,
-        role,
-        in_base_model,
-        elements,
-        count,
-        active_count,
+        *,
         elements * count as params,
         case when in_base_model then elements * active_count else 0 end as active_params
     from joined

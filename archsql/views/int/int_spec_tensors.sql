@@ -12,72 +12,25 @@ reconciled as (
 ),
 
 storage as (
-    select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        part,
-        name,
-        layers,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        elements,
-        bytes,
-        copies_per_layer
+    select *
     from int_storage_bytes
     where profile = 'native' or (model, profile) in (select (model, profile) from reconciled)
 ),
 
 prefixes as (
-    select
-        prefix,
-        canonical
-    from base_checkpoint_prefixes
+    select * from base_checkpoint_prefixes
 ),
 
 per_layer as (
     select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        part,
-        name,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        elements,
-        bytes,
-        copies_per_layer,
+        *,
         unnest(coalesce(layers, [null::integer])) as layer
     from storage
 ),
 
 per_copy as (
     select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        part,
-        name,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        elements,
-        bytes,
-        layer,
+        *,
         unnest(
             case when contains(name, '{expert}') then range(copies_per_layer) else [null::bigint] end
         ) as expert
@@ -86,21 +39,7 @@ per_copy as (
 
 named as (
     select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        part,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        elements,
-        bytes,
-        layer,
-        expert,
+        *,
         replace(
             replace(name, '{layer}', coalesce(layer::varchar, '{layer}')), '{expert}', coalesce(expert::varchar, '{expert}')
         ) as spec_name
@@ -109,22 +48,7 @@ named as (
 
 with_prefix as (
     select
-        n.model,
-        n.profile,
-        n.uid,
-        n.role,
-        n.tensor,
-        n.part,
-        n.scheme,
-        n.rule,
-        n.dtype,
-        n.shape,
-        n.packing,
-        n.elements,
-        n.bytes,
-        n.layer,
-        n.expert,
-        n.spec_name,
+        n.*,
         coalesce(p.canonical || n.spec_name[length(p.prefix) + 1:], n.spec_name) as canonical_name
     from named as n
     left join prefixes as p on starts_with(n.spec_name, p.prefix)

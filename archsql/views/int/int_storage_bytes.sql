@@ -4,74 +4,29 @@
 with
 
 storage as (
-    select
-        model,
-        profile,
-        uid,
-        tensor,
-        part,
-        name,
-        layers,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        axis_map
-    from base_storage_tensors
+    select * from base_storage_tensors
 ),
 
 dtypes as (
-    select
-        dtype,
-        bits
-    from base_storage_dtypes
+    select * from base_storage_dtypes
 ),
 
 nodes as (
-    select
-        model,
-        uid,
-        stack,
-        template,
-        role
-    from base_nodes
+    select * from base_nodes
 ),
 
 instances as (
-    select
-        model,
-        uid,
-        count
-    from base_instances
+    select * from base_instances
 ),
 
 template_layers as (
-    select
-        model,
-        stack,
-        template,
-        count(*) as layers
-    from base_layer_schedule
-    group by model, stack, template
+    select * from int_template_layers
 ),
 
 joined as (
     select
-        s.model,
-        s.profile,
-        s.uid,
+        s.*,
         n.role,
-        s.tensor,
-        s.part,
-        s.name,
-        s.layers,
-        s.scheme,
-        s.rule,
-        s.dtype,
-        s.shape,
-        s.packing,
-        s.axis_map,
         coalesce(list_product(s.shape), 1)::bigint as elements,
         d.bits,
         i.count // coalesce(t.layers, 1) as copies_per_layer,
@@ -85,25 +40,9 @@ joined as (
 
 with_bytes as (
     select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        part,
-        name,
-        layers,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        axis_map,
-        elements,
-        bits,
+        *,
         case when part = 'data' then elements * packing end as logical_elements,
         elements * bits // 8 as bytes,
-        copies_per_layer,
         row_layers * (case when contains(name, '{expert}') then copies_per_layer else 1 end) as copies
     from joined
 )

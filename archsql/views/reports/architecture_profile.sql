@@ -7,11 +7,7 @@ models as (
 ),
 
 dims as (
-    select
-        model,
-        dim,
-        value
-    from base_dims
+    select * from base_dims
 ),
 
 decoder_stacks as (
@@ -20,15 +16,6 @@ decoder_stacks as (
         stack
     from base_stacks
     where role = 'decoder'
-),
-
-layer_schedule as (
-    select
-        s.model,
-        s.layer,
-        s.template
-    from base_layer_schedule as s
-    inner join decoder_stacks as d on d.model = s.model and d.stack = s.stack
 ),
 
 nodes as (
@@ -43,15 +30,7 @@ nodes as (
 ),
 
 caches as (
-    select
-        model,
-        uid,
-        cache,
-        kind,
-        growth,
-        "window",
-        ratio
-    from base_caches
+    select * from base_caches
 ),
 
 dim_values as (
@@ -78,12 +57,13 @@ dim_values as (
 
 layers_per_template as (
     select
-        model,
-        template,
-        count(*) as layers,
-        min(layer) as first_layer
-    from layer_schedule
-    group by model, template
+        t.model,
+        t.template,
+        sum(t.layers)::bigint as layers,
+        min(t.first_layer) as first_layer
+    from int_template_layers as t
+    inner join decoder_stacks as d on d.model = t.model and d.stack = t.stack
+    group by t.model, t.template
 ),
 
 schedule_text as (

@@ -4,44 +4,19 @@
 with
 
 mapping as (
-    select
-        checkpoint,
-        model,
-        profile
-    from base_checkpoints
+    select * from base_checkpoints
 ),
 
 expected as (
     select
         m.checkpoint,
-        s.model,
-        s.profile,
-        s.uid,
-        s.tensor,
-        s.part,
-        s.scheme,
-        s.rule,
-        s.spec_name,
-        s.canonical_name,
-        s.dtype,
-        s.shape,
-        s.elements,
-        s.bytes
+        s.*
     from int_spec_tensors as s
     join mapping as m on m.model = s.model and m.profile = s.profile
 ),
 
 actual as (
-    select
-        checkpoint,
-        file,
-        name,
-        canonical_name,
-        dtype,
-        shape,
-        elements,
-        bytes
-    from int_file_tensors
+    select * from int_file_tensors
 ),
 
 joined as (
@@ -70,61 +45,25 @@ joined as (
 
 with_model as (
     select
-        j.checkpoint,
         m.model,
         m.profile,
-        j.canonical_name,
-        j.spec_name,
-        j.file_name,
-        j.file,
-        j.uid,
-        j.tensor,
-        j.part,
-        j.scheme,
-        j.rule,
-        j.expected_dtype,
-        j.actual_dtype,
-        j.expected_shape,
-        j.actual_shape,
-        j.expected_elements,
-        j.actual_elements,
-        j.expected_bytes,
-        j.actual_bytes
+        j.*
     from joined as j
     left join mapping as m on m.checkpoint = j.checkpoint
 ),
 
 checked as (
     select
-        checkpoint,
-        model,
-        profile,
-        canonical_name,
+        *,
         case
             when spec_name is null then 'unclaimed'
             when file_name is null then 'missing'
             when expected_dtype = actual_dtype and expected_shape = actual_shape then 'ok'
             else 'mismatch'
         end as status,
-        spec_name,
-        file_name,
-        file,
-        uid,
-        tensor,
-        part,
-        scheme,
-        rule,
-        expected_dtype,
-        actual_dtype,
         expected_dtype = actual_dtype as dtype_ok,
-        expected_shape,
-        actual_shape,
         expected_shape = actual_shape as shape_ok,
-        expected_elements,
-        actual_elements,
         expected_elements = actual_elements as elements_ok,
-        expected_bytes,
-        actual_bytes,
         coalesce(actual_bytes, 0) - coalesce(expected_bytes, 0) as bytes_diff
     from with_model
 )

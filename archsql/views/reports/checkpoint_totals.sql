@@ -3,16 +3,7 @@
 with
 
 rows as (
-    select
-        checkpoint,
-        model,
-        profile,
-        status,
-        spec_name,
-        file_name,
-        expected_bytes,
-        actual_bytes
-    from checkpoint_reconciliation
+    select * from checkpoint_reconciliation
 ),
 
 totals as (

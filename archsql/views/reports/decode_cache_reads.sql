@@ -8,26 +8,17 @@ models as (
 ),
 
 workloads as (
-    select
-        workload,
-        batch,
-        context
+    select *
     from base_workloads
     where phase = 'decode'
 ),
 
 dtypes as (
-    select
-        dtype,
-        bytes
-    from base_dtypes
+    select * from base_dtypes
 ),
 
 reads as (
-    select
-        model,
-        workload,
-        value
+    select *
     from int_workload_terms
     where quantity = 'cache_read_elements' and phase = 'decode'
 ),

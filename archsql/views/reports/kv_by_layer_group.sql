@@ -2,37 +2,22 @@
 with
 
 dtypes as (
-    select
-        dtype,
-        bytes
-    from base_dtypes
+    select * from base_dtypes
 ),
 
 quantities as (
-    select
-        model,
-        workload,
-        template,
-        kind,
-        growth,
-        value
+    select *
     from int_workload_terms
     where quantity = 'cache_elements'
 ),
 
-layer_schedule as (
-    select
-        model,
-        template
-    from base_layer_schedule
-),
-
+-- layers of each template over all the model's stacks
 layers_per_template as (
     select
         model,
         template,
-        count(*) as layers
-    from layer_schedule
+        sum(layers)::bigint as layers
+    from int_template_layers
     group by model, template
 ),
 
@@ -45,23 +30,18 @@ per_group as (
         growth,
         sum(value) as elements
     from quantities
-    group by model, workload, template, kind, growth
+    group by all
 ),
 
 joined as (
     select
-        g.model,
-        g.workload,
-        g.template,
-        g.kind,
-        g.growth,
+        g.*,
         l.layers,
         d.dtype,
-        g.elements,
         g.elements * d.bytes as bytes
     from per_group as g
     cross join dtypes as d
-    left join layers_per_template as l on l.model = g.model and l.template = g.template
+    left join layers_per_template as l using (model, template)
 )
 
 select

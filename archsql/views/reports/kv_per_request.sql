@@ -7,26 +7,15 @@ models as (
 ),
 
 workloads as (
-    select
-        workload,
-        phase,
-        batch,
-        context
-    from base_workloads
+    select * from base_workloads
 ),
 
 dtypes as (
-    select
-        dtype,
-        bytes
-    from base_dtypes
+    select * from base_dtypes
 ),
 
 quantities as (
-    select
-        model,
-        workload,
-        value
+    select *
     from int_workload_terms
     where quantity = 'cache_elements'
 ),

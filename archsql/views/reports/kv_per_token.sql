@@ -7,30 +7,17 @@ models as (
 ),
 
 dtypes as (
-    select
-        dtype,
-        bytes
-    from base_dtypes
+    select * from base_dtypes
 ),
 
 entries as (
-    select
-        model,
-        stack,
-        template,
-        elements_per_token,
-        state_elements
+    select *
     from int_cache_entries
     where phase = 'decode'
 ),
 
-layer_schedule as (
-    select
-        model,
-        stack,
-        layer,
-        template
-    from base_layer_schedule
+template_layers as (
+    select * from int_template_layers
 ),
 
 elements_per_model as (
@@ -52,12 +39,12 @@ cached_templates as (
 
 cached_layers as (
     select
-        s.model,
-        count(*) as cache_layers
-    from layer_schedule as s
-    inner join cached_templates as t
-        on t.model = s.model and t.stack = s.stack and t.template = s.template
-    group by s.model
+        t.model,
+        sum(t.layers)::bigint as cache_layers
+    from template_layers as t
+    inner join cached_templates as c
+        on c.model = t.model and c.stack = t.stack and c.template = t.template
+    group by t.model
 ),
 
 joined as (

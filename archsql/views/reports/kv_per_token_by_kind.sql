@@ -2,37 +2,22 @@
 with
 
 dtypes as (
-    select
-        dtype,
-        bytes
-    from base_dtypes
+    select * from base_dtypes
 ),
 
 entries as (
-    select
-        model,
-        template,
-        kind,
-        growth,
-        elements_per_token,
-        state_elements
+    select *
     from int_cache_entries
     where phase = 'decode'
 ),
 
-layer_schedule as (
-    select
-        model,
-        template
-    from base_layer_schedule
-),
-
+-- layers of each template over all the model's stacks
 layers_per_template as (
     select
         model,
         template,
-        count(*) as layers
-    from layer_schedule
+        sum(layers)::bigint as layers
+    from int_template_layers
     group by model, template
 ),
 
@@ -45,24 +30,19 @@ per_group as (
         sum(elements_per_token) as elements_per_token,
         sum(state_elements)::bigint as state_elements_per_request
     from entries
-    group by model, template, kind, growth
+    group by all
 ),
 
 joined as (
     select
-        g.model,
+        g.*,
         d.dtype,
-        g.template,
-        g.kind,
-        g.growth,
         l.layers,
-        g.elements_per_token,
         g.elements_per_token * d.bytes as bytes_per_token,
-        g.state_elements_per_request,
         g.state_elements_per_request * d.bytes as state_bytes_per_request
     from per_group as g
     cross join dtypes as d
-    left join layers_per_template as l on l.model = g.model and l.template = g.template
+    left join layers_per_template as l using (model, template)
 )
 
 select

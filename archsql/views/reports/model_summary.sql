@@ -2,20 +2,11 @@
 with
 
 models as (
-    select
-        model,
-        hf_id
-    from base_models
+    select * from base_models
 ),
 
 node_params as (
-    select
-        model,
-        role,
-        in_base_model,
-        params,
-        active_params
-    from int_node_params
+    select * from int_node_params
 ),
 
 decoder_layers as (
@@ -28,19 +19,7 @@ decoder_layers as (
 ),
 
 dims as (
-    select
-        model,
-        dim,
-        value
-    from base_dims
-),
-
-layer_schedule as (
-    select
-        model,
-        stack,
-        layer
-    from base_layer_schedule
+    select * from base_dims
 ),
 
 params_per_model as (

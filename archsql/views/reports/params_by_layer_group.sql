@@ -2,21 +2,11 @@
 with
 
 node_params as (
-    select
-        model,
-        uid,
-        params,
-        active_params
-    from int_node_params
+    select * from int_node_params
 ),
 
 nodes as (
-    select
-        model,
-        uid,
-        stack,
-        template
-    from base_nodes
+    select * from base_nodes
 ),
 
 stored as (
@@ -28,22 +18,8 @@ stored as (
     where profile = 'native' and not is_buffer
 ),
 
-layer_schedule as (
-    select
-        model,
-        stack,
-        template
-    from base_layer_schedule
-),
-
 layers_per_template as (
-    select
-        model,
-        stack,
-        template,
-        count(*) as layers
-    from layer_schedule
-    group by model, stack, template
+    select * from int_template_layers
 ),
 
 params_per_group as (

@@ -2,12 +2,7 @@
 with
 
 node_params as (
-    select
-        model,
-        role,
-        params,
-        active_params
-    from int_node_params
+    select * from int_node_params
 ),
 
 params_per_role as (
@@ -22,10 +17,7 @@ params_per_role as (
 
 with_share as (
     select
-        model,
-        role,
-        params,
-        active_params,
+        *,
         params / nullif(sum(params) over (partition by model), 0) as share_of_params
     from params_per_role
 )

@@ -3,44 +3,12 @@
 with
 
 stored as (
-    select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        part,
-        name,
-        layers,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        logical_elements,
-        bytes,
-        copies
+    select * exclude (total_bytes)  -- of one stored part; the totals below add the siblings
     from int_storage_bytes
 ),
 
 primary_parts as (
-    select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        part,
-        name,
-        layers,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        logical_elements,
-        bytes,
-        copies
+    select *
     from stored
     where part in ('data', 'buffer')
 ),
@@ -63,24 +31,9 @@ siblings as (
 
 joined as (
     select
-        p.model,
-        p.profile,
-        p.uid,
-        p.role,
-        p.tensor,
-        p.part = 'buffer' as is_buffer,
-        p.name,
-        p.layers,
-        p.logical_elements as elements,
-        p.scheme,
-        p.rule,
-        p.dtype,
-        p.shape,
-        p.packing,
-        p.bytes as data_bytes,
+        p.*,
         coalesce(s.sibling_bytes, 0) as sibling_bytes,
-        s.siblings,
-        p.copies
+        s.siblings
     from primary_parts as p
     left join siblings as s
         on s.model = p.model and s.profile = p.profile and s.uid = p.uid and s.tensor = p.tensor
@@ -89,27 +42,10 @@ joined as (
 
 with_totals as (
     select
-        model,
-        profile,
-        uid,
-        role,
-        tensor,
-        is_buffer,
-        name,
-        layers,
-        elements,
-        scheme,
-        rule,
-        dtype,
-        shape,
-        packing,
-        data_bytes,
-        sibling_bytes,
-        siblings,
-        data_bytes + sibling_bytes as bytes_per_copy,
-        copies,
-        (data_bytes + sibling_bytes) * copies as total_bytes,
-        8.0 * (data_bytes + sibling_bytes) / elements as bits_per_element
+        *,
+        bytes + sibling_bytes as bytes_per_copy,
+        (bytes + sibling_bytes) * copies as total_bytes,
+        8.0 * (bytes + sibling_bytes) / logical_elements as bits_per_element
     from joined
 )
 
@@ -119,16 +55,16 @@ select
     uid,
     role,
     tensor,
-    is_buffer,
+    part = 'buffer' as is_buffer,
     name,
     layers,
-    elements,
+    logical_elements as elements,
     scheme,
     rule,
     dtype,
     shape,
     packing,
-    data_bytes,
+    bytes as data_bytes,
     sibling_bytes,
     siblings,
     bytes_per_copy,
