@@ -258,8 +258,13 @@ def test_every_primitive_kernel_kind_is_a_registered_op_kind():
     from archsql.evaluator.primitives.base import op_kernels_table, registry
 
     kinds = {k.name for k in OP_KINDS}
-    table = dict(zip(*op_kernels_table().to_pydict().values(), strict=True))
+    rows = {r["op"]: r for r in op_kernels_table().to_pylist()}
+    table = {op: r["op_kind"] for op, r in rows.items() if r["op_kind"]}
     assert set(table.values()) <= kinds, set(table.values()) - kinds
     assert table["router"] == table["linear"] == "gemm"
     assert "sparse_attention_score" not in table  # declared None: no measured sparse kind yet
     assert all(table.get(name) == cls.kernel_kind for name, cls in registry().items() if cls.kernel_kind)
+    # the stages of an attention kernel come with it, measured kind or not (sparse ones inherit)
+    stages = {op: r["attention_stage"] for op, r in rows.items() if r["attention_stage"]}
+    assert stages["attention_score"] == stages["sparse_attention_score"] == "score"
+    assert stages["attention_apply"] == stages["sparse_attention_apply"] == "apply"

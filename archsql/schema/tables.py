@@ -338,8 +338,9 @@ PARAMETER_KEYS: dict[str, tuple[str, ...]] = {
 }
 assert set(PARAMETER_KEYS) == set(PARAMETER_TABLES)
 
-# the measured op kind of the kernel each node op launches (Primitive.kernel_kind)
-OP_KERNELS_SCHEMA = pa.schema([("op", pa.string()), ("op_kind", pa.string())])
+# the measured op kind of the kernel each node op launches (Primitive.kernel_kind) and its stage
+# in an attention kernel (Primitive.attention_stage: score | apply)
+OP_KERNELS_SCHEMA = pa.schema([("op", pa.string()), ("op_kind", pa.string()), ("attention_stage", pa.string())])
 
 # Reference tables written from code on every build (not yours to edit): the parallel
 # groups of the mesh axes (archsql.schema.parallel) and the op kinds of the primitives'

@@ -248,13 +248,22 @@ def registry() -> dict[str, type[Primitive]]:
 
 
 def op_kernels_table() -> pa.Table:
-    """The ``op_kernels`` reference table: the measured op kind of every primitive and
-    collective whose kernel has one (``Primitive.kernel_kind``, ``COLLECTIVE_KERNEL_KINDS``)."""
+    """The ``op_kernels`` reference table: for every primitive and collective whose kernel has
+    a measured op kind or that is a stage of an attention kernel, the op kind
+    (``Primitive.kernel_kind``, ``COLLECTIVE_KERNEL_KINDS``) and the stage
+    (``Primitive.attention_stage``: a flash-attention kernel runs its score's nodes up to the
+    apply)."""
     from archsql.evaluator.layouts import COLLECTIVE_KERNEL_KINDS
 
-    rows = [(name, cls.kernel_kind) for name, cls in sorted(registry().items()) if cls.kernel_kind]
-    rows += sorted(COLLECTIVE_KERNEL_KINDS.items())
-    return pa.table({"op": [r[0] for r in rows], "op_kind": [r[1] for r in rows]}, schema=OP_KERNELS_SCHEMA)
+    rows = [
+        (name, cls.kernel_kind, cls.attention_stage)
+        for name, cls in sorted(registry().items())
+        if cls.kernel_kind or cls.attention_stage
+    ]
+    rows += [(kind, op_kind, None) for kind, op_kind in sorted(COLLECTIVE_KERNEL_KINDS.items())]
+    return pa.Table.from_pylist(
+        [dict(zip(OP_KERNELS_SCHEMA.names, row, strict=True)) for row in rows], schema=OP_KERNELS_SCHEMA
+    )
 
 
 register_ops(registry)  # the spec checks and quant schemes below read the ops through this hook

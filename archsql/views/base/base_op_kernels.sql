@@ -2,5 +2,6 @@
 -- Primitive.kernel_kind and the collectives' COLLECTIVE_KERNEL_KINDS on every build).
 select
     op,
-    op_kind
+    op_kind,
+    attention_stage
 from op_kernels

@@ -47,14 +47,16 @@ phase_nodes as (
     where n.in_base_model
 ),
 
--- which node op launches which kernel op kind (Primitive.kernel_kind; an attention score's is
--- 'attention', or encoder_attention / none by its mask: kinds)
-op_kinds as (
+-- each node with its op's kernel traits (Primitive.kernel_kind, attention_stage)
+staged_nodes as (
     select
-        op,
-        op_kind
-    from base_op_kernels
+        p.*,
+        o.op_kind,
+        o.attention_stage
+    from phase_nodes as p
+    left join base_op_kernels as o on o.op = p.op
 ),
+
 
 edges as (
     select
@@ -72,8 +74,8 @@ scores as (
         phase,
         uid,
         instance
-    from phase_nodes
-    where op = 'attention_score'
+    from staged_nodes
+    where attention_stage = 'score' and op_kind = 'attention'
 ),
 
 -- the edges inside each score's component instance
@@ -84,22 +86,22 @@ instance_edges as (
         s.uid as score_uid,
         e.src_uid,
         e.dst_uid,
-        d.op as dst_op
+        d.attention_stage as dst_stage
     from edges as e
-    inner join phase_nodes as d on d.model = e.model and d.phase = e.phase and d.uid = e.dst_uid
+    inner join staged_nodes as d on d.model = e.model and d.phase = e.phase and d.uid = e.dst_uid
     inner join phase_nodes as r on r.model = e.model and r.phase = e.phase and r.uid = e.src_uid
     inner join scores as s on s.model = d.model and s.phase = d.phase and s.instance = d.instance
     where r.instance = d.instance
 ),
 
 -- forward from a score along those edges, stopping at the apply
-after_score (model, phase, score_uid, uid, op) as (
+after_score (model, phase, score_uid, uid, stage) as (
     select
         model,
         phase,
         uid as score_uid,
         uid,
-        'attention_score' as op
+        'score' as stage
     from scores
     union
     select
@@ -107,11 +109,11 @@ after_score (model, phase, score_uid, uid, op) as (
         a.phase,
         a.score_uid,
         e.dst_uid as uid,
-        e.dst_op as op
+        e.dst_stage as stage
     from after_score as a
     inner join instance_edges as e
         on e.model = a.model and e.phase = a.phase and e.score_uid = a.score_uid and e.src_uid = a.uid
-    where a.op <> 'attention_apply'
+    where a.stage is distinct from 'apply'
 ),
 
 -- backward from every apply the walk reached, through nodes it reached, to the score
@@ -122,7 +124,7 @@ before_apply (model, phase, score_uid, uid) as (
         score_uid,
         uid
     from after_score
-    where op = 'attention_apply'
+    where stage = 'apply'
     union
     select
         b.model,
@@ -168,14 +170,13 @@ kinds as (
         n.phase,
         n.uid,
         case
-            when n.op <> 'attention_score' then k.op_kind
+            when n.op_kind is distinct from 'attention' then n.op_kind
             when sm.chunked then null
             when sm.causal then 'attention'
             else 'encoder_attention'
         end as op_kind,
         sm.window_size
-    from phase_nodes as n
-    left join op_kinds as k on k.op = n.op
+    from staged_nodes as n
     left join score_masks as sm on sm.model = n.model and sm.phase = n.phase and sm.uid = n.uid
 ),
 

@@ -16,13 +16,14 @@ anchors as (
 
 members as (
     select
-        model,
-        phase,
-        kernel_uid as uid,
+        k.model,
+        k.phase,
+        k.kernel_uid as uid,
         count(*) as members,
-        any_value(uid) filter (where op = 'attention_apply') as apply_uid
-    from kernels
-    group by model, phase, kernel_uid
+        any_value(k.uid) filter (where o.attention_stage = 'apply') as apply_uid
+    from kernels as k
+    left join base_op_kernels as o on o.op = k.op
+    group by k.model, k.phase, k.kernel_uid
 ),
 
 routers as (

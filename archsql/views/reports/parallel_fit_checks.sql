@@ -12,13 +12,15 @@ deployments as (
     inner join int_deployment_degrees as g on g.deployment = d.deployment
 ),
 
+-- the attention scores (Primitive.attention_stage = 'score')
 nodes as (
     select
-        model,
-        uid,
-        op
-    from base_nodes
-    where in_base_model and op in ('attention_score', 'sparse_attention_score')
+        n.model,
+        n.uid,
+        n.op
+    from base_nodes as n
+    inner join base_op_kernels as o on o.op = n.op
+    where n.in_base_model and o.attention_stage = 'score'
 ),
 
 node_shapes as (
