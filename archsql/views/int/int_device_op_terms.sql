@@ -1,7 +1,9 @@
 -- Per-device terms of every op, one row per monomial with the op's quantities side by side
 -- and memory traffic already in bytes of the deployment's dtypes (weights read once per
 -- step as a constant term, in bytes as stored in the deployment's weight profile, scales
--- included): what the speed-of-light views evaluate per workload.
+-- included; a routed expert's weights apart, as expert_weight_bytes: a step reads only the
+-- experts its tokens touch, which int_device_op_values weighs by the experts_touched macro):
+-- what the speed-of-light views evaluate per workload.
 with
 
 terms as (
@@ -47,6 +49,16 @@ op_phases as (
     from terms
 ),
 
+-- routed experts: nodes whose copies (one per expert) are spread over a group
+routed as (
+    select distinct
+        model,
+        phase,
+        uid
+    from base_layouts
+    where tensor = 'copies'
+),
+
 weight_terms as (
     select
         o.model,
@@ -55,7 +67,7 @@ weight_terms as (
         o.uid,
         o.op,
         o.role,
-        'weight_bytes' as quantity,
+        case when r.uid is null then 'weight_bytes' else 'expert_weight_bytes' end as quantity,
         0::tinyint as e_B,
         0::tinyint as e_s,
         0::tinyint as e_c,
@@ -64,6 +76,7 @@ weight_terms as (
         w.bytes as coef
     from op_phases as o
     inner join streamed_weights as w on w.model = o.model and w.deployment = o.deployment and w.uid = o.uid
+    left join routed as r on r.model = o.model and r.phase = o.phase and r.uid = o.uid
 ),
 
 all_terms as (
@@ -95,6 +108,7 @@ pivoted as (
                 else 0
             end
         ), 0) as hbm_bytes,
+        coalesce(sum(t.coef) filter (where t.quantity = 'expert_weight_bytes'), 0) as expert_weight_bytes,
         coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'comm_elements'), 0) as comm_bytes,
         coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'scaleout_comm_elements'), 0) as scaleout_bytes,
         coalesce(sum(t.coef * kv.bytes) filter (where t.quantity = 'cache_elements'), 0) as cache_bytes,

@@ -1,5 +1,8 @@
 -- Per-device quantities of every op at every workload: the op's terms evaluated (the one
--- place per-device terms meet workloads).
+-- place per-device terms meet workloads).  A routed expert node reads the weights of the
+-- experts the step's tokens touch, in expectation under uniform routing: its local experts'
+-- bytes times experts_touched(T, top_k, experts, local, 'uniform') / local, T the tokens the
+-- device routes (batch × new tokens over the groups splitting the node's token axes).
 with
 
 -- ops and workloads get integer keys so that the large sum below groups on two integers (the
@@ -31,6 +34,38 @@ ops as (
     group by op_key
 ),
 
+-- routed expert nodes: experts per layer (the copies' parts), top_k (a token's share of the
+-- copies, base_instances), the experts one device holds (the fit rule) and the groups
+-- splitting the tokens it routes (the node's input, axes B and s)
+routed as (
+    select
+        l.model,
+        l.phase,
+        l.uid,
+        g.deployment,
+        any_value(l.parts) as experts,
+        any_value(l.parts * i.active_count / i.count) as top_k,
+        product(shard_local(l.parts, l.parts, null, g.degree)) as local_experts
+    from base_layouts as l
+    inner join base_instances as i on i.model = l.model and i.uid = l.uid
+    inner join int_deployment_groups as g on g."group" = l."group"
+    where l.tensor = 'copies' and l.placement = 'S'
+    group by l.model, l.phase, l.uid, g.deployment
+),
+
+token_divisors as (
+    select
+        l.model,
+        l.phase,
+        l.uid,
+        g.deployment,
+        product(shard_divisor(l.parts, l.segments, g.degree)) as divisor
+    from base_layouts as l
+    inner join int_deployment_groups as g on g."group" = l."group"
+    where l.tensor = 'in0' and l.axis in (0, 1) and l.placement = 'S'
+    group by l.model, l.phase, l.uid, g.deployment
+),
+
 term_values as (
     select
         t.op_key,
@@ -41,6 +76,7 @@ term_values as (
         t.scaleout_bytes,
         t.cache_bytes,
         t.output_bytes,
+        t.expert_weight_bytes,
         term_value(
             t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg, w.batch, w.new_tokens, w.context,
             v := w.image_patches
@@ -58,7 +94,8 @@ evaluated as (
         sum(comm_bytes * value) as comm_bytes,
         sum(scaleout_bytes * value) as scaleout_bytes,
         sum(cache_bytes * value) as cache_bytes,
-        sum(output_bytes * value) as output_bytes
+        sum(output_bytes * value) as output_bytes,
+        sum(expert_weight_bytes * value) as expert_weight_bytes
     from term_values
     group by op_key, workload_key
 )
@@ -72,7 +109,12 @@ select
     o.op,
     o.role,
     e.flops,
-    e.hbm_bytes,
+    e.hbm_bytes + case
+        when e.expert_weight_bytes = 0 then 0
+        else e.expert_weight_bytes * experts_touched(
+            w.batch::double * w.new_tokens / coalesce(td.divisor, 1), r.top_k, r.experts, r.local_experts, 'uniform'
+        ) / r.local_experts
+    end as hbm_bytes,
     e.comm_bytes,
     e.scaleout_bytes,
     e.cache_bytes,
@@ -80,3 +122,6 @@ select
 from evaluated as e
 inner join ops as o on o.op_key = e.op_key
 inner join workloads as w on w.workload_key = e.workload_key
+left join routed as r on r.model = o.model and r.phase = o.phase and r.uid = o.uid and r.deployment = o.deployment
+left join token_divisors as td
+    on td.model = o.model and td.phase = o.phase and td.uid = o.uid and td.deployment = o.deployment
