@@ -153,9 +153,7 @@ def create_views(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = 
             issues=[Issue(f"view name '{n}' is already a table of the store", file=str(files[n].path)) for n in clash]
         )
     trees = {name: _parse(f) for name, f in files.items()}
-    known = set(schema) | set(files)
-    deps = {name: _dependencies(files[name], trees[name], known, files) for name in files}
-    order = _topological(files, deps)
+    order = _order(files, trees, set(schema))
     for name in order:
         f = files[name]
         _validate(f, trees[name], schema)
@@ -196,15 +194,48 @@ def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
     return docs
 
 
-def check_invariants(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> list[tuple[str, str, int]]:
-    """Run every invariant; return ``(view, invariant, violating rows)`` for those that fail."""
-    failures = []
-    for view, doc in view_docs(views_dir).items():
-        for inv in doc["invariants"]:
-            n = con.execute(f"select count(*) from ({inv['sql']})").fetchone()[0]
-            if n:
-                failures.append((view, inv["name"], n))
-    return failures
+def check_invariants(
+    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None, *, materialize: bool = True
+) -> list[tuple[str, str, int]]:
+    """Run every invariant; return ``(view, invariant, violating rows)`` for those that fail.
+
+    With ``materialize`` (the default) each view is computed once: in dependency order, every
+    view of ``views_dir`` is copied into a temporary table of the same name, which shadows the
+    view for the views after it and for the invariants on this connection (DuckDB looks in
+    the temp schema first), so an invariant reads the rows its view gives without evaluating
+    the view's whole chain again.  The tables are dropped before returning.
+    """
+    docs = view_docs(views_dir)
+    shadows: list[str] = []
+    try:
+        if materialize:
+            for name in _order_in(con, views_dir):
+                con.execute(f'create temp table "{name}" as select * from main."{name}"')
+                shadows.append(name)
+        failures = []
+        for view, doc in docs.items():
+            for inv in doc["invariants"]:
+                n = con.execute(f"select count(*) from ({inv['sql']})").fetchone()[0]
+                if n:
+                    failures.append((view, inv["name"], n))
+        return failures
+    finally:
+        for name in reversed(shadows):
+            con.execute(f'drop table if exists temp.main."{name}"')
+
+
+def _order_in(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None) -> list[str]:
+    """The views of ``views_dir`` that exist on ``con``, in dependency order."""
+    present = {name for name, kind in _relations(con).items() if kind == "VIEW"}
+    files = {f.name: f for f in view_files(views_dir) if f.name in present}
+    trees = {name: _parse(f) for name, f in files.items()}
+    return _order(files, trees, set(_relations(con)))
+
+
+def _order(files: dict[str, ViewFile], trees: dict[str, exp.Expression], relations: set[str]) -> list[str]:
+    known = relations | set(files)
+    deps = {name: _dependencies(files[name], trees[name], known, files) for name in files}
+    return _topological(files, deps)
 
 
 # -- parsing and dependency order ----------------------------------------------------------
