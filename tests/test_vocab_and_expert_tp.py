@@ -77,7 +77,7 @@ def test_llama_tp8_decode_reads_a_vocab_slice_and_gathers_the_logits(con):
             "and (uid like 'lm_head%' or uid like 'embed_tokens%')"
         ).fetchall()
     )
-    op, flops, byts, _ = rows["lm_head"]
+    _, flops, byts, _ = rows["lm_head"]
     assert flops == 2 * batch * d * vocab / n
     weight = vocab * d * BF16 / n
     activations = (batch * d + batch * vocab / n) * BF16  # hidden in (whole), logits slice out
