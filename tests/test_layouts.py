@@ -27,6 +27,15 @@ def test_tensor_parallel_llama_layer_has_exactly_two_all_reduces():
     for phase in ("prefill", "decode"):
         # the tensor-parallel ones (context parallel adds its own over cp groups: test_parallel_mesh.py)
         colls = [c for c in _rows(a.tables["collectives"], phase=phase) if not c["group"].startswith("cp")]
+        # issue 12 item 5: the vocab-parallel embedding and lm_head add one reduction of the
+        # lookup and one gather of the logits, once per step outside the layers
+        # (tests/test_vocab_and_expert_tp.py); the layers keep exactly two
+        vocab = [c for c in colls if not c["consumer_uid"].startswith("decoder/")]
+        assert sorted((c["consumer_uid"], c["kind"], c["port"]) for c in vocab) == [
+            ("embed_tokens", "all_reduce", -1),
+            ("lm_head", "all_gather", -1),
+        ]
+        colls = [c for c in colls if c not in vocab]
         assert sorted((c["consumer_uid"], c["kind"], c["group"]) for c in colls) == [
             ("decoder/dense/attn_residual", "all_reduce", "attention"),
             ("decoder/dense/ffn_residual", "all_reduce", "ffn"),

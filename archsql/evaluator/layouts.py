@@ -33,6 +33,7 @@ from archsql.evaluator.walk import NodeResult, Walk
 
 DP = "dp"  # data parallelism over requests (the batch axis of model inputs)
 EP = "moe_ep"
+BORROWED = "borrowed"  # the split table a weightless node reads from another node (a tied head)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,12 @@ class NodeLayout:
     parts: dict[tuple[str, int], Parts] = field(default_factory=dict)
     # the layout each input is consumed in (after the collectives that prepare it)
     ins: list[Layout] = field(default_factory=list)
+    # the output as its readers get it, when the node itself resolves it (port -1 collectives)
+    delivered: Layout | None = None
+
+    @property
+    def read(self) -> Layout:
+        return self.delivered or self.out
 
 
 def parse_layout(text: str) -> Layout:
@@ -114,13 +121,14 @@ def _numel(res_shape) -> sympy.Expr:
 
 
 def weight_placements(res: NodeResult, walk: Walk) -> tuple[dict[str, Layout], dict[tuple[str, int], Parts]]:
-    """Weight placements from the node's weight_axes and the bound ``parts`` of each split
-    axis (the segments of a ``fused`` axis), keyed (tensor, axis).  The main weight takes
-    weight_axes; a one-axis sibling (a bias) follows the main weight's axis 0; anything else
-    is replicated."""
+    """Weight placements from the node's weight_axes (or its primitive's default) and the
+    bound ``parts`` of each split axis (the segments of a ``fused`` axis), keyed (tensor,
+    axis).  The main weight takes weight_axes; a one-axis sibling (a bias) follows the main
+    weight's axis 0; anything else is replicated.  A node without a weight of its own that
+    reads a split table (a tied head) places that table under :data:`BORROWED`."""
     from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, parse_dim_expr
 
-    raw = getattr(res.node.spec, "weight_axes", None) or []
+    raw = res.weight_axes or getattr(res.node.spec, "weight_axes", None) or []
     symbols = {str(k): k for k in walk.binding} | RUNTIME_SYMBOLS
 
     def bound(text) -> int | None:
@@ -151,6 +159,9 @@ def weight_placements(res: NodeResult, walk: Walk) -> tuple[dict[str, Layout], d
             parts[(decl.tensor, 0)] = main_parts[0]
         else:
             layouts[decl.tensor] = REPLICATED
+    if not res.weights and main:
+        layouts[BORROWED] = Layout(tuple(main))
+        parts.update({(BORROWED, axis): p for axis, p in main_parts.items()})
     return layouts, parts
 
 
@@ -161,9 +172,37 @@ def _size(axis) -> int | None:
 def propagate(walk: Walk) -> dict[str, NodeLayout]:
     """Layouts of every node output and weight, with the inferred collectives."""
     inputs = _InputLayouts(walk)
+    program = walk.program
+    # values a repeated stack carries in: every layer must see one layout, so a pending sum
+    # is reduced once where it is made, not in every layer
+    enters_stack = {st.input.name for st in program.stacks.values() if st.input.kind == "node"}
+    # the graph's outputs (logits for sampling) leave it whole on every rank of a model group
+    leaves_graph = {ref.name for ref in program.outputs.values() if ref.kind == "node"}
     for uid, res in walk.results.items():
-        inputs.layouts[uid] = _NodeStep(walk, res, inputs).run()
+        lay = _NodeStep(walk, res, inputs).run()
+        if uid in enters_stack or uid in leaves_graph:
+            lay = _resolved(lay, res, gather=uid in leaves_graph)
+        inputs.layouts[uid] = lay
     return inputs.layouts
+
+
+def _resolved(lay: NodeLayout, res: NodeResult, gather: bool) -> NodeLayout:
+    """A node's output made whole where it is produced (port -1): pending sums all-reduced
+    and, for a value leaving the graph, model-parallel splits all-gathered (data-parallel
+    and context splits stay: each rank samples its own requests).  The node's own output
+    (what it computes, its work) keeps its layout; its readers get the delivered one.  vLLM: the vocab-parallel
+    embedding's all-reduce; ``LogitsProcessor._gather_logits`` (gather / all-gather)."""
+    out, elements = lay.out, _numel(res.shape)
+    collectives = list(lay.collectives)
+    keep = tuple((a, g) for a, g in out.sharded if not gather or g in (DP, cpar.CP))
+    for g in sorted(out.partial):
+        collectives.append(Collective("all_reduce", g, -1, elements, Layout(out.sharded)))
+    for axis, g in out.sharded:
+        if (axis, g) not in keep:
+            collectives.append(Collective("all_gather", g, -1, elements, Layout(out.sharded)))
+    if len(collectives) == len(lay.collectives):
+        return lay
+    return replace(lay, collectives=collectives, delivered=Layout(keep))
 
 
 class _InputLayouts:
@@ -178,7 +217,7 @@ class _InputLayouts:
         if ref.kind == "input":
             return Layout(((0, DP),))  # requests are split over data-parallel ranks
         if ref.kind == "node":
-            return self.layouts[ref.name].out if ref.name in self.layouts else REPLICATED
+            return self.layouts[ref.name].read if ref.name in self.layouts else REPLICATED
         st = self.program.stacks[ref.name]
         if ref.stream != st.stream:  # internal / append stream: as its first value, history axis inserted
             return self.stream_layout(ref, node)
@@ -224,6 +263,7 @@ class _NodeStep:
         self.in_parts = [inputs.parts_of(ref) for ref in node.inputs]
         self.collectives: list[Collective] = []
         self.weights, self.weight_axis_parts = weight_placements(res, walk)
+        self.main_tensor = res.weights[0].tensor if res.weights else BORROWED
         self.contraction = self.prim.contraction(self.ctx)
         self.partial: set[str] = set()
         self.weight_out: dict[int, str] = {}  # output axis → the group splitting the weight axis it comes from
@@ -298,10 +338,10 @@ class _NodeStep:
 
     # 3. contraction with a sharded weight
     def contract_with_weight(self) -> None:
-        contraction, res = self.contraction, self.res
-        if contraction is None or not res.weights:
+        contraction = self.contraction
+        if contraction is None or not self.weights:
             return
-        w = self.weights[res.weights[0].tensor]
+        w = self.weights[self.main_tensor]
         for out_axis, w_axis in contraction.out_axes.items():
             if w.group_of(w_axis):
                 self.weight_out[out_axis] = w.group_of(w_axis)
@@ -363,8 +403,7 @@ class _NodeStep:
             contraction = self.contraction
             g = self.weight_out.get(out_axis) or cpar.context_group(res, ins, sharded, out_axis)
             if g is not None and contraction is not None and out_axis in contraction.out_axes:
-                w_tensor = res.weights[0].tensor if res.weights else None
-                p = parts.get((w_tensor, contraction.out_axes[out_axis]), p)
+                p = parts.get((self.main_tensor, contraction.out_axes[out_axis]), p)
         return g, p
 
     # 6. what the node holds and sends

@@ -8,7 +8,7 @@ collected with the node's location; nodes downstream of a failed node are skippe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 
@@ -78,6 +78,8 @@ class NodeResult:
     params: dict[str, object]  # the node's bound parameters (Axis / list / ints), as the primitive saw them
     io: tuple[sympy.Expr, ...] = ()  # activation elements read, written; cache elements read
     read_ports: tuple[sympy.Expr, ...] = ()  # the reads of io[0], per input port
+    # how the node's table is split (its own weight_axes, else its primitive's checked default)
+    weight_axes: list | None = None
 
 
 @dataclass
@@ -346,6 +348,13 @@ class _Walker:
                 node.spec, list(weights[0].axes) if weights else [], self.library.dims, self.symbols, self.binding
             )
         )
+        weight_axes = getattr(node.spec, "weight_axes", None)
+        default = prim.default_weight_axes(ctx) if weight_axes is None and node.spec is not None else None
+        if default is not None:  # the primitive's own split, kept only where the dims table allows it
+            entries, axes = default
+            stand_in = replace(node.spec, weight_axes=entries, weight_axes_where=None)
+            if not check_weight_axes(stand_in, list(axes), self.library.dims, self.symbols, self.binding):
+                weight_axes = entries
         return NodeResult(
             node,
             ctx.ins,
@@ -358,6 +367,7 @@ class _Walker:
             ctx.dims,
             tuple(sympy.sympify(e) for e in (sympy.Add(*read_ports), writes, prim.cache_reads(ctx))),
             read_ports,
+            weight_axes,
         )
 
     # -- input shapes -----------------------------------------------------------------

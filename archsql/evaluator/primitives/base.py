@@ -168,6 +168,14 @@ class Primitive:
         """How the output relates to the main weight (None: no weight contraction)."""
         return None
 
+    def default_weight_axes(self, ctx: Ctx) -> tuple[list[dict], tuple[Axis, ...]] | None:
+        """How the op's table is split when its node declares no ``weight_axes``: the entries
+        (as a node would write them) and the axes of the table they describe — the node's
+        own main weight, or the table it reads from another node (a tied head).  A default
+        the dims table does not allow (its ``parts`` dim not shardable by the group) is
+        dropped (replicated).  None: replicated."""
+        return None
+
     def io(self, ctx: Ctx) -> tuple[Sequence[sympy.Expr] | sympy.Expr, sympy.Expr]:
         """Activation elements the op reads and writes in memory (weights are counted from
         the weights table): (reads, writes).  Reads are per input port (a per-device view

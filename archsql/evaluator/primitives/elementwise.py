@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import InputDim, NewDim, keep
+from archsql.evaluator.dimmap import Axis, InputDim, Split, keep
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, Param, Primitive, fmt_shape, numel
 
 
@@ -110,8 +110,11 @@ class ClampedSwiglu(Primitive):
             )
 
     def dimmap(self, ctx: Ctx):
+        """The fused axis read as [d, 2] (interleaved gate/up pairs): the output is its outer
+        part, so a split of the fused axis into whole pairs carries to the output."""
         rank = len(ctx.ins[0])
-        return (*keep(0, rank, rank - 1), NewDim(ctx.dim("d")))
+        pair = Axis("2", sympy.Integer(2), sympy.Integer(2))
+        return (*keep(0, rank, rank - 1), Split(0, rank - 1, (ctx.dim("d"), pair), 0))
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 11 * numel(ctx.out)

@@ -22,6 +22,17 @@ from archsql.evaluator.primitives.base import (
 )
 
 
+def vocab_parallel(ctx: Ctx) -> tuple[list[dict], tuple]:
+    """The vocabulary table [vocab, d_model] split by vocabulary rows over the attention
+    tensor-parallel group, d_model whole — vLLM ``VocabParallelEmbedding`` / ``ParallelLMHead``
+    (vllm/model_executor/layers/vocab_parallel_embedding.py), SGLang likewise.  The lookup then
+    yields a pending sum (each rank holds only its rows: masked lookup + all-reduce), the head
+    logits sharded by vocabulary (gathered where the logits leave the graph) — both inferred by
+    the layouts pass, not written here."""
+    vocab = ctx.dim("vocab")
+    return [{"world": "attention", "parts": str(vocab.expr)}, {"replicated": True}], (vocab, ctx.dim("d_model"))
+
+
 class Linear(Primitive):
     """y = x Wᵀ (+ b): ``...k,nk->...n``.  Weight [out, in] as stored by PyTorch."""
 
@@ -133,6 +144,10 @@ class Embedding(Primitive):
     def contraction(self, ctx: Ctx) -> Contraction:
         return Contraction({2: 1}, (), (0,))
 
+    def default_weight_axes(self, ctx: Ctx):
+        """Vocabulary-parallel: a shared lookup reads the model's table, split the same way."""
+        return vocab_parallel(ctx)
+
     def io(self, ctx: Ctx):
         """A lookup reads the token ids and one table row per token (not the whole table)."""
         return numel(ctx.ins[0]) + numel(ctx.out), numel(ctx.out)
@@ -176,6 +191,10 @@ class LmHead(Primitive):
 
     def contraction(self, ctx: Ctx) -> Contraction:
         return Contraction({2: 0}, ((0, 2, 1),))
+
+    def default_weight_axes(self, ctx: Ctx):
+        """Vocabulary-parallel; a tied or shared head reads its table split the same way."""
+        return vocab_parallel(ctx)
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * leading(ctx.out) * ctx.e("d_model") * ctx.e("vocab")
