@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from archsql import __version__
 from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
-from archsql.evaluator.primitives.base import op_kernels_table
+from archsql.evaluator.primitives.base import op_kernels_table, op_math_table
 from archsql.gpus import load_gpus
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
@@ -43,7 +43,7 @@ _DEFAULTS = {
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
-_REFERENCE = {"parallel_groups": parallel_groups_table, "op_kernels": op_kernels_table}
+_REFERENCE = {"parallel_groups": parallel_groups_table, "op_kernels": op_kernels_table, "op_math": op_math_table}
 
 
 def _quant():

@@ -268,7 +268,7 @@ def hybrid_tables() -> dict[str, pa.Table]:
         "k_proj": ("local", "linear", "attention", 2),
         "v_proj": ("local", "linear", "attention", 2),
         "latent": ("comp", "linear", "attention", 1),
-        "mixer": ("ssm", "ssm_scan", "mixer", 1),
+        "mixer": ("ssm", "ssd_scan", "mixer", 1),  # a registered primitive: op_sol prices by its math_class
     }
     # per instance: (uid, quantity, coef, e_B, e_s, e_c, factor, factor_arg), both phases
     terms = [

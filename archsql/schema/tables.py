@@ -341,12 +341,20 @@ assert set(PARAMETER_KEYS) == set(PARAMETER_TABLES)
 # the measured op kind of the kernel each node op launches (Primitive.kernel_kind) and its stage
 # in an attention kernel (Primitive.attention_stage: score | apply)
 OP_KERNELS_SCHEMA = pa.schema([("op", pa.string()), ("op_kind", pa.string()), ("attention_stage", pa.string())])
+# the unit every node op's FLOPs run on (Primitive.math_class: weight_gemm | activation_gemm |
+# vector), which picks the peak op_sol prices them at
+OP_MATH_SCHEMA = pa.schema([("op", pa.string()), ("math_class", pa.string())])
 
 # Reference tables written from code on every build (not yours to edit): the parallel
 # groups of the mesh axes (archsql.schema.parallel) and the op kinds of the primitives'
-# kernels (archsql.evaluator.primitives.base.op_kernels_table).
-REFERENCE_TABLES: dict[str, pa.Schema] = {"parallel_groups": PARALLEL_GROUPS_SCHEMA, "op_kernels": OP_KERNELS_SCHEMA}
-REFERENCE_KEYS: dict[str, tuple[str, ...]] = {"parallel_groups": ("group",), "op_kernels": ("op",)}
+# kernels and their math classes (archsql.evaluator.primitives.base.op_kernels_table,
+# op_math_table).
+REFERENCE_TABLES: dict[str, pa.Schema] = {
+    "parallel_groups": PARALLEL_GROUPS_SCHEMA,
+    "op_kernels": OP_KERNELS_SCHEMA,
+    "op_math": OP_MATH_SCHEMA,
+}
+REFERENCE_KEYS: dict[str, tuple[str, ...]] = {"parallel_groups": ("group",), "op_kernels": ("op",), "op_math": ("op",)}
 
 
 def empty(name: str) -> pa.Table:

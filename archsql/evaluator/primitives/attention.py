@@ -146,6 +146,8 @@ class AttentionScore(Primitive):
     """q·kᵀ per head: q [B, s, heads, d], k [B, s, kv_heads, d] → scores [B, heads, s, c].
     FLOPs 2·B·heads·d·pairs (GQA: each query head reads its group's key)."""
 
+    math_class = "activation_gemm"
+
     kernel_kind = "attention"
 
     attention_stage = "score"
@@ -240,6 +242,8 @@ class Softmax(_ScoreElementwise):
 class AttentionApply(Primitive):
     """probs·v per head: probs [B, heads, s, c], v [B, s, kv_heads, d] → [B, s, heads, d].
     FLOPs 2·B·heads·d·pairs."""
+
+    math_class = "activation_gemm"
 
     attention_stage = "apply"
     arity = 2

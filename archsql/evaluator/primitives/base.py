@@ -21,7 +21,7 @@ import sympy
 from archsql.errors import unknown_name
 from archsql.evaluator.dimmap import Axis, DimMap, apply_dimmap
 from archsql.schema.ops import register_ops
-from archsql.schema.tables import OP_KERNELS_SCHEMA
+from archsql.schema.tables import OP_KERNELS_SCHEMA, OP_MATH_SCHEMA
 
 SHAPE_KINDS = (
     "preserve",
@@ -121,6 +121,11 @@ def leading(shape: Sequence[Axis], n: int = 1) -> sympy.Expr:
 
 _REGISTRY: dict[str, type[Primitive]] = {}
 
+MATH_CLASSES = ("weight_gemm", "activation_gemm", "vector")
+# the ops of op_sol that are not primitives: collectives (a reduction adds element-wise) and
+# the pipeline's point-to-point sends
+COMMUNICATION_OPS = ("all_gather", "all_reduce", "all_to_all", "p2p", "ring_pass")
+
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -136,6 +141,14 @@ class Primitive:
     # the measured op kind (archsql.kernel_corpus.registry) of the kernel this op launches; None:
     # its time is a kernel without a measured kind (element-wise, views, routing, scans, ...)
     kernel_kind: ClassVar[str | None] = None
+    # the unit its FLOPs run on, which picks the peak that prices them (reports/op_sol):
+    #   weight_gemm: a matmul by a stored weight — tensor cores at the precision the weight is
+    #     stored in (a quantized weight: the deployment's matmul dtype, the activations being
+    #     quantized to match, as vLLM's Fp8LinearMethod does; an unquantized one: the act dtype);
+    #   activation_gemm: a matmul of activations or caches (attention score/apply, chunked
+    #     scans) — tensor cores at the act dtype;
+    #   vector: element-wise, norms, softmax, rope, routing — no tensor-core work (CUDA cores).
+    math_class: ClassVar[str] = "vector"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -143,6 +156,7 @@ class Primitive:
             return
         cls.name = cls.__dict__.get("name", _snake(cls.__name__))
         assert cls.shape_kind in SHAPE_KINDS, (cls, cls.shape_kind)
+        assert cls.math_class in MATH_CLASSES, (cls, cls.math_class)
         if cls.name in _REGISTRY:
             raise RuntimeError(f"primitive '{cls.name}' registered twice ({_REGISTRY[cls.name]} and {cls})")
         _REGISTRY[cls.name] = cls
@@ -272,6 +286,14 @@ def op_kernels_table() -> pa.Table:
     return pa.Table.from_pylist(
         [dict(zip(OP_KERNELS_SCHEMA.names, row, strict=True)) for row in rows], schema=OP_KERNELS_SCHEMA
     )
+
+
+def op_math_table() -> pa.Table:
+    """The ``op_math`` reference table: the math class of every primitive
+    (``Primitive.math_class``) and of the communication ops (vector: a reduction's adds)."""
+    rows = [(name, cls.math_class) for name, cls in sorted(registry().items())]
+    rows += [(name, "vector") for name in COMMUNICATION_OPS]
+    return pa.table({"op": [r[0] for r in rows], "math_class": [r[1] for r in rows]}, schema=OP_MATH_SCHEMA)
 
 
 register_ops(registry)  # the spec checks and quant schemes below read the ops through this hook

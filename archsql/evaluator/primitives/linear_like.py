@@ -36,6 +36,8 @@ def vocab_parallel(ctx: Ctx) -> tuple[list[dict], tuple]:
 class Linear(Primitive):
     """y = x Wᵀ (+ b): ``...k,nk->...n``.  Weight [out, in] as stored by PyTorch."""
 
+    math_class = "weight_gemm"
+
     kernel_kind = "gemm"
 
     partial_passes = True  # linear in its input
@@ -95,6 +97,8 @@ class AbsorbedLinear(Primitive):
     """A per-head matmul by a slice of another node's weight: [..., heads, in] →
     [..., heads, out] (MLA decode: q_nope · W_UK, latent · W_UV from kv_b_proj).  FLOPs
     2·M·heads·in·out; no weight of its own — the weight is counted where it is declared."""
+
+    math_class = "weight_gemm"
 
     partial_passes = True  # linear in its input
 
@@ -163,6 +167,8 @@ class LmHead(Primitive):
     model's lm_head): no weight of its own either way.
     """
 
+    math_class = "weight_gemm"
+
     kernel_kind = "gemm"
 
     partial_passes = True  # linear in its input
@@ -207,6 +213,8 @@ class ExpertLinear(Primitive):
     token uses ``top_k`` of them.  Per copy it sees B·s·k/experts tokens (uniform
     routing), so copies × per-copy FLOPs = 2·B·s·k·in·out.
     """
+
+    math_class = "weight_gemm"
 
     kernel_kind = "grouped_gemm"
 

@@ -191,6 +191,8 @@ class SsdScan(Primitive):
     p) dt·x 1 and y + D·x 2 → 3·H·P; per (head, p, n) h = dA·h + (dt·x)·B 3 and y += C·h 2
     → 5·H·P·N.  Total 5·H·P·N + 3·H·P + 6·H per token."""
 
+    math_class = "activation_gemm"
+
     arity = 4
     shape_kind = "explicit"
     params = {
@@ -235,6 +237,8 @@ class GatedDeltaRule(Primitive):
     multiply), β 4, exp(g) 1; state S [dk, dv]: S·exp(g) dk·dv, Sᵀk 2·dk·dv,
     δ = (v − Sᵀk)·β 2·dv, S += k δᵀ 2·dk·dv, o = Sᵀq 2·dk·dv → 7·dk·dv + 2·dv + 10.
     Total Hv·(7·dk·dv + 2·dv + 10) + Hk·(7·dk + 2) per token."""
+
+    math_class = "activation_gemm"
 
     arity = 5
     shape_kind = "explicit"
@@ -344,6 +348,8 @@ class KdaRule(Primitive):
     2·d_k·d_v.  Total heads·(7·d_k·d_v + 2·d_v + (8 + gate)·d_k + 6) per token, gate 5 or 7.
     Sources: transformers ``torch_recurrent_kda`` and KimiLinearDeltaAttention.forward
     (forget gate), SGLang KimiK3DeltaAttention (``gate_lower_bound``)."""
+
+    math_class = "activation_gemm"
 
     arity = 5
     shape_kind = "explicit"

@@ -53,6 +53,8 @@ class IndexerLogits(Primitive):
     the index-key cache), w [B, s, heads] → [B, s, c].  FLOPs per (query, key) pair:
     2·heads·d for the dot products + 3·heads (relu, weight, sum over heads)."""
 
+    math_class = "activation_gemm"
+
     arity = 3
     shape_kind = "explicit"
     params = {"heads": Param(doc="indexer heads"), "d_head": Param(doc="indexer head dim")}

@@ -38,6 +38,8 @@ class PatchEmbed(Primitive):
     weight [out, channels, patch, patch] (+ bias [out]).  FLOPs 2·B·v·out·pixels (+ B·v·out
     with the bias), pixels = channels · max(temporal, 1) · patch²."""
 
+    math_class = "weight_gemm"
+
     shape_kind = "source"
     params = {
         "out": Param(doc="embedding width"),
@@ -179,6 +181,8 @@ class BidirectionalAttention(Primitive):
     for the score, softmax and apply of one kernel: per request and head 2·d·n² (q·kᵀ),
     5·n² (softmax), 2·d·n² (probs·v) → B·heads·(4·d + 5)·n².  n is the input's token axis
     (a vision tower's patches: v² pairs per image)."""
+
+    math_class = "activation_gemm"
 
     arity = 3
     shape_kind = "explicit"

@@ -10,8 +10,50 @@ deployments as (
     select
         deployment,
         gpu,
-        weight_dtype
+        weight_dtype,
+        act_dtype,
+        weight_profile
     from base_deployments
+),
+
+-- the unit each op's FLOPs run on (Primitive.math_class)
+op_math as (
+    select
+        op,
+        math_class
+    from base_op_math
+),
+
+-- the nodes whose weight a profile stores quantized (FP8 blocks, NVFP4, ...): their matmuls
+-- run in the deployment's matmul dtype, the activations quantized to match; the weights a
+-- profile leaves unquantized (routers, lm_head, embeddings in the fp8 profile) run in the
+-- act dtype
+quantized as (
+    select
+        model,
+        profile,
+        uid,
+        bool_or(scheme <> 'none') as quantized
+    from int_storage_bytes
+    where part = 'data'
+    group by model, profile, uid
+),
+
+-- the dtype each op's FLOPs run in; null: not tensor-core work, and the GPU table has no
+-- vector (CUDA-core) rate, so the op is priced by its bytes (and links) only
+typed as (
+    select
+        v.*,
+        d.gpu,
+        m.math_class,
+        case m.math_class
+            when 'weight_gemm' then case when coalesce(q.quantized, false) then d.weight_dtype else d.act_dtype end
+            when 'activation_gemm' then d.act_dtype
+        end as math_dtype
+    from values_ as v
+    inner join deployments as d on d.deployment = v.deployment
+    left join op_math as m on m.op = v.op
+    left join quantized as q on q.model = v.model and q.profile = d.weight_profile and q.uid = v.uid
 ),
 
 gpus as (
@@ -25,25 +67,37 @@ gpus as (
     from int_gpu_specs
 ),
 
+-- the bandwidths are the GPU's whatever the dtype: read them from its bf16 row
+bandwidths as (
+    select
+        gpu,
+        hbm_bytes_per_s,
+        link_bytes_per_s,
+        scaleout_bytes_per_s
+    from gpus
+    where dtype = 'bf16'
+),
+
 priced as (
     select
-        v.*,
+        t.* exclude (gpu),
+        p.peak_flops_per_s,
         case
-            when v.comm_bytes = 0 then null
-            when v.scaleout_bytes = 0 then 'scale-up'
-            when v.scaleout_bytes >= v.comm_bytes * (1 - 1e-12) then 'scale-out'
+            when t.comm_bytes = 0 then null
+            when t.scaleout_bytes = 0 then 'scale-up'
+            when t.scaleout_bytes >= t.comm_bytes * (1 - 1e-12) then 'scale-out'
             else 'both'
         end as link,
-        v.flops / g.peak_flops_per_s as compute_s,
-        v.bytes / g.hbm_bytes_per_s as memory_s,
+        t.flops / p.peak_flops_per_s as compute_s,
+        t.bytes / g.hbm_bytes_per_s as memory_s,
         -- the scale-up and scale-out parts of a collective move at the same time
         greatest(
-            (v.comm_bytes - v.scaleout_bytes) / g.link_bytes_per_s,
-            case when v.scaleout_bytes > 0 then v.scaleout_bytes / g.scaleout_bytes_per_s else 0 end
+            (t.comm_bytes - t.scaleout_bytes) / g.link_bytes_per_s,
+            case when t.scaleout_bytes > 0 then t.scaleout_bytes / g.scaleout_bytes_per_s else 0 end
         ) as comm_s
-    from values_ as v
-    inner join deployments as d on d.deployment = v.deployment
-    inner join gpus as g on g.gpu = d.gpu and g.dtype = d.weight_dtype
+    from typed as t
+    inner join bandwidths as g on g.gpu = t.gpu
+    left join gpus as p on p.gpu = t.gpu and p.dtype = t.math_dtype
 ),
 
 bounded as (
@@ -52,8 +106,8 @@ bounded as (
         greatest(compute_s, memory_s, comm_s) as time_s,
         case
             when greatest(compute_s, memory_s, comm_s) = 0 then 'none'
-            when comm_s >= compute_s and comm_s >= memory_s then 'comm'
-            when compute_s >= memory_s then 'compute'
+            when comm_s >= coalesce(compute_s, 0) and comm_s >= memory_s then 'comm'
+            when coalesce(compute_s, 0) >= memory_s then 'compute'
             else 'memory'
         end as bound,
         flops / nullif(bytes, 0) as arithmetic_intensity
@@ -73,6 +127,9 @@ select
     comm_bytes,
     scaleout_bytes,
     link,
+    math_class,
+    math_dtype,
+    peak_flops_per_s,
     compute_s,
     memory_s,
     comm_s,
