@@ -40,6 +40,8 @@ _DEFAULTS = {
     "gpus": load_gpus,
     "deployments": lambda: load_default("deployments"),
     "deployment_mesh": lambda: load_default("deployment_mesh"),
+    "frameworks": lambda: load_default("frameworks"),
+    "deployment_frameworks": lambda: load_default("deployment_frameworks"),
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
