@@ -40,6 +40,8 @@ _DEFAULTS = {
     "gpus": load_gpus,
     "deployments": lambda: load_default("deployments"),
     "deployment_mesh": lambda: load_default("deployment_mesh"),
+    "frameworks": lambda: load_default("frameworks"),
+    "deployment_frameworks": lambda: load_default("deployment_frameworks"),
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
@@ -157,7 +159,9 @@ def insert_deployments(
     """Insert deployments written one mapping each — the ``deployments`` columns and the
     degree of each mesh axis by name (``tp=8, ep=8``; an axis not given has its default) —
     into ``deployments`` and ``deployment_mesh``, by column name.  With ``like``, every
-    field not given is the named deployment's (its mesh included)."""
+    field not given is the named deployment's (its mesh and framework included).  ``framework``
+    names the serving framework (``deployment_frameworks``) whose default memory fraction
+    applies when ``usable_memory_fraction`` is not given."""
     columns = PARAMETER_TABLES["deployments"].names
     base: dict[str, object] = {}
     if like is not None:
@@ -166,16 +170,25 @@ def insert_deployments(
             raise StoreError(f"no deployment '{like}' to copy")
         base = found[0]
         base.update(con.execute("select axis, degree from deployment_mesh where deployment = ?", [like]).fetchall())
-    scalars, meshes = [], []
+        framework = con.execute("select framework from deployment_frameworks where deployment = ?", [like]).fetchall()
+        if framework:
+            base["framework"] = framework[0][0]
+    scalars, meshes, frameworks = [], [], []
     for row in rows:
+        merged = {**base, **row}
+        framework = merged.pop("framework", None)
         try:
-            scalar, mesh = split_deployment({**base, **row}, columns)
+            scalar, mesh = split_deployment(merged, columns)
         except ValueError as exc:
             raise StoreError(str(exc)) from None
         scalars.append(scalar)
         meshes.extend(mesh)
+        if framework is not None:
+            frameworks.append({"deployment": scalar["deployment"], "framework": framework})
     insert_rows(con, "deployments", scalars)
     insert_rows(con, "deployment_mesh", meshes)
+    if frameworks:
+        insert_rows(con, "deployment_frameworks", frameworks)
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[str, object]]) -> None:

@@ -14,7 +14,9 @@ import pytest
 from archsql.store import insert_deployments
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
-H200_USABLE = 0.9 * 141e9  # archsql/gpus/gpus.csv: H200 SXM 141 GB; default usable fraction 0.9
+# archsql/gpus/gpus.csv: H200 SXM exposes 143771 MiB (nvidia-smi, S28; marketed 141 GB); the default
+# deployments are served by vLLM, gpu_memory_utilization 0.9 (issue 12 item 9 moved this from 0.9 × 141e9)
+H200_USABLE = 0.9 * 143771 * 2**20
 
 
 def _cfg(name: str) -> dict:

@@ -29,7 +29,10 @@ def test_loads_with_the_store_schema():
     assert (h200["memory_capacity"], h200["mem_bandwidth_TBps"]) == (141.0, 4.8)
     assert (h200["bf16_fp16_dense_tflops"], h200["fp8_dense_tflops"], h200["fp4_dense_tflops"]) == (989.0, 1978.0, None)
     assert h200["scaleup_bw_direction"].startswith("bidirectional") and h200["tdp_w"] == 700.0
-    assert h200["sources"] == "S1;S5;S6" and "S6 (third-party)" in h200["flags"]
+    assert h200["sources"] == "S1;S5;S6;S28" and "S6 (third-party)" in h200["flags"]
+    # marketed 141 GB kept; the device exposes 143771 MiB (nvidia-smi, S28), a flagged disagreement
+    assert (h200["device_memory_MiB"], h200["device_memory_sources"]) == (143771.0, "S28")
+    assert "DISAGREE on capacity" in h200["flags"]
 
 
 def _table(tmp_path: Path, *rows: str, header: str = HEADER) -> Path:
@@ -41,7 +44,7 @@ def _table(tmp_path: Path, *rows: str, header: str = HEADER) -> Path:
     return path
 
 
-GOOD = "X1,Vendor,SXM,80,GB,HBM3,3.35,989,1978,,1978,,NVLink 4,900,bidirectional,8,400,700,S1,"
+GOOD = "X1,Vendor,SXM,80,GB,,,HBM3,3.35,989,1978,,1978,,NVLink 4,900,bidirectional,8,400,700,S1,"
 
 
 def test_adding_a_gpu_is_one_row(tmp_path):
@@ -56,20 +59,22 @@ def test_every_malformed_row_is_reported_with_its_line(tmp_path):
     path = _table(
         tmp_path,
         GOOD,  # line 2
-        "X2,Vendor,SXM,80,GB,HBM3,fast,989,,,,,,,,,,,S1,",  # line 3: bandwidth not a number
+        "X2,Vendor,SXM,80,GB,,,HBM3,fast,989,,,,,,,,,,,S1,",  # line 3: bandwidth not a number
         "X3,Vendor,SXM,80,GB,HBM3,3.35,989",  # line 4: too few fields
         GOOD,  # line 5: X1 again
-        "X4,Vendor,SXM,-5,GB,HBM3,3.35,0,,,,,,,,,,,S99,",  # line 6: negative memory, zero peak, unknown source
-        "X5,Vendor,SXM,80,gigabytes,HBM3,3.35,989,,,,,,,,,,,,",  # line 7: unit, no source
+        "X4,Vendor,SXM,-5,GB,,,HBM3,3.35,0,,,,,,,,,,,S99,",  # line 6: negative memory, zero peak, unknown source
+        "X5,Vendor,SXM,80,gigabytes,,,HBM3,3.35,989,,,,,,,,,,,,",  # line 7: unit, no source
+        "X6,Vendor,SXM,80,GB,81559,,HBM3,3.35,989,,,,,,,,,,,S1,",  # line 8: device memory without source
     )
     with pytest.raises(GpuTableError) as info:
         load_gpus(path)
     found = {(i.line, i.path or "") for i in info.value.issues}
     assert (3, "mem_bandwidth_TBps") in found
-    assert (4, "") in found and any(i.expected == "20" and i.got == "8" for i in info.value.issues)
+    assert (4, "") in found and any(i.expected == "22" and i.got == "8" for i in info.value.issues)
     assert (5, "gpu") in found
     assert {(6, "memory_capacity"), (6, "bf16_fp16_dense_tflops"), (6, "sources")} <= found
     assert {(7, "memory_capacity_unit"), (7, "sources")} <= found
+    assert (8, "device_memory_sources") in found
     text = str(info.value)
     assert "gpus.csv:3 mem_bandwidth_TBps: mem_bandwidth_TBps must be a positive number or empty" in text
     assert "already defined on line 2" in text and "source 'S99' is not defined in SOURCES.md" in text

@@ -17,7 +17,7 @@ import pyarrow.csv as pacsv
 from archsql.schema.tables import PARAMETER_TABLES
 
 DEFAULTS_DIR = Path(__file__).parent
-DEFAULT_TABLES = ("workloads", "dtypes", "deployments", "deployment_mesh")
+DEFAULT_TABLES = ("workloads", "dtypes", "deployments", "deployment_mesh", "frameworks", "deployment_frameworks")
 
 
 def load_default(name: str) -> pa.Table:

@@ -18,7 +18,11 @@ vendor                       string   NVIDIA, AMD, Intel, Google
 form_factor                  string   SXM5, PCIe card, OAM, ...
 memory_capacity              double   in ``memory_capacity_unit``
 memory_capacity_unit         string   starts with GB (10^9 B), GiB (2^30 B) or MiB (2^20 B),
-                                      then how the source states it
+                                      then how the source states it (the marketed figure)
+device_memory_MiB            double   total memory the device exposes, MiB (2^20 B), as
+                                      nvidia-smi / NVML memory.total reports it; what a
+                                      framework sizes its memory fraction against
+device_memory_sources        string   ``;``-separated SOURCES.md ids for device_memory_MiB
 memory_type                  string   HBM3, HBM3e, GDDR7, ...
 mem_bandwidth_TBps           double   memory bandwidth, TB/s (10^12 B/s)
 bf16_fp16_dense_tflops       double   dense BF16 (or FP16) matrix peak, TFLOP/s
@@ -39,7 +43,7 @@ flags                        string   caveats and disagreements between sources
 A malformed file is rejected as a whole with every problem located (``gpus.csv:7 …``):
 unknown or missing columns, a row with the wrong number of fields, a number that does not
 parse or is negative, an empty or repeated ``gpu``, a memory unit that is not GB/GiB/MiB,
-a source id that ``SOURCES.md`` does not define.
+a source id that ``SOURCES.md`` does not define, a device memory without its source.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ MEMORY_UNITS = ("GiB", "MiB", "GB")  # first token of memory_capacity_unit
 REQUIRED_TEXT = ("gpu", "vendor")
 POSITIVE = (  # a figure that is given must be > 0 (zero bandwidth or peak is a typo)
     "memory_capacity",
+    "device_memory_MiB",
     "mem_bandwidth_TBps",
     "bf16_fp16_dense_tflops",
     "fp8_dense_tflops",
@@ -80,6 +85,8 @@ GPU_SCHEMA = pa.schema(
         ("form_factor", pa.string()),
         ("memory_capacity", pa.float64()),
         ("memory_capacity_unit", pa.string()),
+        ("device_memory_MiB", pa.float64()),
+        ("device_memory_sources", pa.string()),
         ("memory_type", pa.string()),
         ("mem_bandwidth_TBps", pa.float64()),
         ("bf16_fp16_dense_tflops", pa.float64()),
@@ -237,6 +244,17 @@ def _parse_row(
                 got=repr(unit),
             )
         )
+    device_cited = [s.strip() for s in (out.get("device_memory_sources") or "").split(";") if s.strip()]
+    if out.get("device_memory_MiB") is not None and not device_cited:
+        issues.append(
+            Issue(
+                "device_memory_MiB needs device_memory_sources",
+                file=file,
+                line=line,
+                path="device_memory_sources",
+                hint="cite the nvidia-smi report, e.g. S28",
+            )
+        )
     cited = [s.strip() for s in (out.get("sources") or "").split(";") if s.strip()]
     if not cited:
         issues.append(
@@ -245,7 +263,7 @@ def _parse_row(
             )
         )
     elif known_sources is not None:
-        for sid in cited:
+        for sid in dict.fromkeys([*cited, *device_cited]):
             if sid not in known_sources:
                 issues.append(
                     Issue(

@@ -306,13 +306,30 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("weight_dtype", pa.string()),  # a dtypes.dtype
             ("act_dtype", pa.string()),
             ("kv_dtype", pa.string()),
-            ("usable_memory_fraction", pa.float64()),  # of GPU memory, the rest is reserve
+            # of GPU memory, the rest is reserve; null: the default of the deployment's framework
+            # (deployment_frameworks, frameworks)
+            ("usable_memory_fraction", pa.float64()),
             # how the weights are stored on the GPUs: 'native' (the checkpoint's own storage) or a
             # precision profile (archsql/specs/quant/profiles: bf16, fp8, nvfp4, mxfp4); per-device
             # weight bytes count each stored tensor of it (data, scales, ...) through the layouts
             ("weight_profile", pa.string()),
         ]
     ),
+    # serving frameworks and how each sizes the memory it may fill (weights + caches +
+    # activations): vLLM `gpu_memory_utilization` (a fixed default), SGLang
+    # `mem_fraction_static` (default_fraction null: derived from the GPU memory and the
+    # parallel sizes by the rule in int_deployment_memory, after SGLang's server_args.py)
+    "frameworks": pa.schema(
+        [
+            ("framework", pa.string()),  # 'vllm' | 'sglang'
+            ("memory_knob", pa.string()),  # the framework's own option name
+            ("default_fraction", pa.float64()),  # null: derived by the framework's rule
+            ("source", pa.string()),  # where the default is read from (file and function)
+        ]
+    ),
+    # the framework a deployment is served with; its usable memory fraction is
+    # deployments.usable_memory_fraction when given, else the framework's default
+    "deployment_frameworks": pa.schema([("deployment", pa.string()), ("framework", pa.string())]),
     # the degree of each parallel axis of a deployment (DTensor's DeviceMesh: names and sizes);
     # an axis of archsql.schema.parallel.MESH_AXES with no row has its default degree (1)
     "deployment_mesh": pa.schema([("deployment", pa.string()), ("axis", pa.string()), ("degree", pa.int64())]),
@@ -332,6 +349,8 @@ PARAMETER_KEYS: dict[str, tuple[str, ...]] = {
     "dtypes": ("dtype",),
     "gpus": ("gpu",),
     "deployments": ("deployment",),
+    "frameworks": ("framework",),
+    "deployment_frameworks": ("deployment",),
     "deployment_mesh": ("deployment", "axis"),
     "storage_dtypes": ("dtype",),
     "checkpoint_prefixes": ("prefix",),

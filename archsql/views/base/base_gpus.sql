@@ -5,6 +5,8 @@ select
     form_factor,
     memory_capacity,
     memory_capacity_unit,
+    device_memory_MiB,
+    device_memory_sources,
     memory_type,
     mem_bandwidth_TBps,
     bf16_fp16_dense_tflops,

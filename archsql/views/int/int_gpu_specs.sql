@@ -6,6 +6,7 @@ gpus as (
         gpu,
         memory_capacity,
         memory_capacity_unit,
+        device_memory_MiB,
         mem_bandwidth_TBps,
         bf16_fp16_dense_tflops,
         fp8_dense_tflops,
@@ -20,11 +21,12 @@ gpus as (
 converted as (
     select
         gpu,
+        device_memory_MiB * 1048576.0 as device_memory_bytes,
         memory_capacity * case
             when memory_capacity_unit like 'GiB%' then 1073741824.0
             when memory_capacity_unit like 'MiB%' then 1048576.0
             else 1e9
-        end as memory_bytes,
+        end as marketed_memory_bytes,
         mem_bandwidth_TBps * 1e12 as hbm_bytes_per_s,
         scaleup_bw_GBps * 1e9
         / case when scaleup_bw_direction like 'bidirectional%' then 2.0 else 1.0 end as link_bytes_per_s,
@@ -36,26 +38,37 @@ converted as (
     from gpus
 ),
 
+-- the capacity the device exposes (nvidia-smi MiB) where a report was found, else the marketed figure
+capacity as (
+    select
+        *,
+        coalesce(device_memory_bytes, marketed_memory_bytes) as memory_bytes,
+        case when device_memory_bytes is null then 'marketed' else 'device' end as memory_basis,
+        coalesce(abs(device_memory_bytes - marketed_memory_bytes) > 0.01 * marketed_memory_bytes, false)
+            as memory_disagrees
+    from converted
+),
+
 per_dtype as (
     select
-        gpu, 'bf16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
-        scaleout_bytes_per_s, scaleup_domain_gpus
-    from converted
+        gpu, 'bf16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, marketed_memory_bytes, memory_basis, memory_disagrees,
+        hbm_bytes_per_s, link_bytes_per_s,         scaleout_bytes_per_s, scaleup_domain_gpus
+    from capacity
     union all
     select
-        gpu, 'fp16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
-        scaleout_bytes_per_s, scaleup_domain_gpus
-    from converted
+        gpu, 'fp16' as dtype, bf16_flops as peak_flops_per_s, memory_bytes, marketed_memory_bytes, memory_basis, memory_disagrees,
+        hbm_bytes_per_s, link_bytes_per_s,         scaleout_bytes_per_s, scaleup_domain_gpus
+    from capacity
     union all
     select
-        gpu, 'fp8' as dtype, fp8_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
-        scaleout_bytes_per_s, scaleup_domain_gpus
-    from converted
+        gpu, 'fp8' as dtype, fp8_flops as peak_flops_per_s, memory_bytes, marketed_memory_bytes, memory_basis, memory_disagrees,
+        hbm_bytes_per_s, link_bytes_per_s,         scaleout_bytes_per_s, scaleup_domain_gpus
+    from capacity
     union all
     select
-        gpu, 'fp4' as dtype, fp4_flops as peak_flops_per_s, memory_bytes, hbm_bytes_per_s, link_bytes_per_s,
-        scaleout_bytes_per_s, scaleup_domain_gpus
-    from converted
+        gpu, 'fp4' as dtype, fp4_flops as peak_flops_per_s, memory_bytes, marketed_memory_bytes, memory_basis, memory_disagrees,
+        hbm_bytes_per_s, link_bytes_per_s,         scaleout_bytes_per_s, scaleup_domain_gpus
+    from capacity
 )
 
 select
@@ -63,6 +76,9 @@ select
     dtype,
     peak_flops_per_s,
     memory_bytes,
+    marketed_memory_bytes,
+    memory_basis,
+    memory_disagrees,
     hbm_bytes_per_s,
     link_bytes_per_s,
     scaleout_bytes_per_s,

@@ -5,19 +5,25 @@ with
 deployments as (
     select
         deployment,
-        gpu,
-        weight_dtype,
-        kv_dtype,
-        usable_memory_fraction
+        gpus
     from base_deployments
 ),
 
-gpus as (
+-- the device's exposed memory and the usable fraction (the deployment's or its framework's)
+memory as (
     select
-        gpu,
-        memory_bytes
-    from int_gpu_specs
-    where dtype = 'bf16'
+        deployment,
+        memory_fraction,
+        memory_bytes,
+        usable_bytes
+    from int_deployment_memory
+),
+
+degrees as (
+    select
+        deployment,
+        dp
+    from int_deployment_degrees
 ),
 
 nodes as (
@@ -108,12 +114,16 @@ joined as (
         coalesce(c.bytes, 0) as kv_bytes,
         coalesce(a.bytes, 0) as activation_bytes,
         a.peak_op as activation_peak_op,
-        g.memory_bytes * d.usable_memory_fraction as usable_bytes,
-        g.memory_bytes
+        g.memory_fraction,
+        g.usable_bytes,
+        g.memory_bytes,
+        d.gpus,
+        dg.dp
     from models as m
     cross join deployments as d
     cross join workloads as w
-    inner join gpus as g on g.gpu = d.gpu
+    inner join memory as g on g.deployment = d.deployment
+    inner join degrees as dg on dg.deployment = d.deployment
     inner join stages as st on st.model = m.model and st.deployment = d.deployment
     left join weights as wt on wt.model = m.model and wt.deployment = d.deployment and wt.stage = st.stage
     left join caches as c
@@ -134,8 +144,11 @@ fitted as (
         activation_bytes,
         activation_peak_op,
         weight_bytes + kv_bytes + activation_bytes as total_bytes,
+        memory_fraction,
         usable_bytes,
         memory_bytes,
+        gpus,
+        dp,
         weight_bytes + kv_bytes + activation_bytes <= usable_bytes as fits,
         greatest(weight_bytes + kv_bytes + activation_bytes - usable_bytes, 0) as shortfall_bytes,
         -- caches and activations both grow linearly with the batch at this context and step
@@ -171,6 +184,16 @@ fullest as (
         stage_limited_by as limited_by
     from per_stage
     where fullness = 1
+),
+
+-- the deployment's max batch split over its attention data-parallel ranks (each rank holds
+-- whole requests: floor(floor(x) / dp) = floor(x / dp)) and over all its GPUs
+per_rank as (
+    select
+        *,
+        floor(max_batch / dp) as max_batch_per_dp_rank,
+        max_batch / gpus as max_batch_per_gpu
+    from fullest
 )
 
 select
@@ -185,10 +208,13 @@ select
     activation_bytes,
     activation_peak_op,
     total_bytes,
+    memory_fraction,
     usable_bytes,
     memory_bytes,
     fits,
     shortfall_bytes,
     max_batch,
+    max_batch_per_dp_rank,
+    max_batch_per_gpu,
     limited_by
-from fullest
+from per_rank

@@ -31,6 +31,17 @@ max_context as (
     where dim = 'max_context'
 ),
 
+-- whether the step's memory fits one device, and by how much it does not (device_memory)
+memory as (
+    select
+        model,
+        deployment,
+        workload,
+        fits,
+        shortfall_bytes
+    from device_memory
+),
+
 summed as (
     select
         model,
@@ -62,11 +73,14 @@ joined as (
         s.time_s,
         w.batch * w.new_tokens / nullif(s.time_s, 0) as tokens_per_s,
         w.batch * w.new_tokens / nullif(s.time_s, 0) / d.gpus as tokens_per_s_per_gpu,
-        coalesce(w.context > m.max_context, false) as beyond_max_context
+        coalesce(w.context > m.max_context, false) as beyond_max_context,
+        dm.fits,
+        dm.shortfall_bytes
     from summed as s
     inner join workloads as w on w.workload = s.workload
     inner join deployments as d on d.deployment = s.deployment
     left join max_context as m on m.model = s.model
+    left join memory as dm on dm.model = s.model and dm.deployment = s.deployment and dm.workload = s.workload
 )
 
 select
@@ -85,5 +99,7 @@ select
     time_s,
     tokens_per_s,
     tokens_per_s_per_gpu,
-    beyond_max_context
+    beyond_max_context,
+    fits,
+    shortfall_bytes
 from joined
