@@ -28,6 +28,9 @@ bytes are the global ones, each replicated piece counted once per replica.  A se
 ties the oracle to the global views: Σ_o q(o) for FLOPs equals the `flops` view of the
 model at the workload (no op lost or counted twice).
 
+A routed expert's weight bytes are those of the experts the step touches: the device's share
+times 1 − (1 − k/E)^T (uniform routing, T the tokens its input holds on one device).
+
 Weight bytes are compared in a BF16 profile, where every stored tensor follows its weight
 axes exactly; block-scaled profiles keep ceil(slab / block) scale rows per device, which is
 at least the even share (tests/test_device_memory.py checks those by hand).
@@ -132,6 +135,14 @@ def _tables(con, model: str) -> dict:
         "select phase, uid, quantity, port, coef, e_B, e_s, e_c, factor, factor_arg from terms where model = ?"
     )
     t["count"] = dict(q("select uid, count from instances where model = ?"))
+    t["active"] = dict(q("select uid, active_count from instances where model = ?"))
+    # the groups splitting the tokens a node routes: its input's batch and sequence axes
+    t["token_splits"] = defaultdict(dict)
+    for phase, uid, group, parts, segments in q(
+        'select phase, uid, "group", parts, segments from layouts '
+        "where model = ? and tensor = 'in0' and axis in (0, 1) and placement = 'S'"
+    ):
+        t["token_splits"][(phase, uid)][group] = (parts, segments)
     t["base"] = {
         (p, u)
         for p, u, r in q(
@@ -182,6 +193,22 @@ def _split(t, degrees, phase, uid, tensor, placements=("S",)) -> float:
     return d
 
 
+def _touched_share(t, degrees, phase: str, uid: str, tokens: float) -> float:
+    """The share of a device's routed experts whose weights a step reads: a token picks k of
+    the E experts, so under uniform routing an expert is untouched by T tokens with
+    probability (1 − k/E)^T and touched with 1 − (1 − k/E)^T; T is the tokens the node's
+    input holds on one device.  1 for a node that is not a routed expert."""
+    copies = t["splits"].get((phase, uid, "copies"), {})
+    if not copies:
+        return 1.0
+    experts = next(parts for _, parts, _ in copies.values())
+    top_k = experts * t["active"][uid] / t["count"][uid]
+    split = 1.0
+    for group, (parts, segments) in t["token_splits"].get((phase, uid), {}).items():
+        split *= _effective(degrees[group], parts, segments)
+    return 1.0 - (1.0 - top_k / experts) ** (tokens / split)
+
+
 def _expected(t, degrees, w, gpus: int, act_bytes: float, kv_bytes: float):
     """Per op and quantity kind (flops, hbm bytes, cache bytes): the global value and the sum
     over the mesh, Σ_parts global part × replicas(part) — the oracle's side, from the tables."""
@@ -213,8 +240,10 @@ def _expected(t, degrees, w, gpus: int, act_bytes: float, kv_bytes: float):
         if (phase, uid) not in t["base"]:
             continue
         split = _split(t, degrees, "prefill", uid, tensor) * _split(t, degrees, "prefill", uid, "copies")
-        ops[uid]["hbm"] += total
-        ops[uid]["hbm_mesh"] += total * gpus / split
+        # routed experts: the weights of the experts the step touches (on every device alike)
+        touched = _touched_share(t, degrees, phase, uid, b * s)
+        ops[uid]["hbm"] += total * touched
+        ops[uid]["hbm_mesh"] += total * gpus / split * touched
     return ops
 
 

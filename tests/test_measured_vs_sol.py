@@ -265,10 +265,16 @@ def test_tensor_parallel_signatures_are_read_through_the_layouts(db):
         assert (got[uid]["m"], got[uid]["n"], got[uid]["k"]) == mnk, uid
     att = got[ATTENTION]
     assert (att["heads"], att["kv_heads"], att["head_dim"], att["tp"]) == (HEADS // tp, KV_HEADS // tp, 128, tp)
-    # two all-reduces per layer of the residual's B·s·d_model BF16 values, over the 8 ranks
-    reduces = [r for r in got.values() if r["op_kind"] == "all_reduce"]
-    assert len(reduces) == 2
-    assert {(r["message_bytes"], r["group_size"], r["launches"]) for r in reduces} == {(64 * HIDDEN * 2, tp, LAYERS)}
+    # two all-reduces per layer of the residual's B·s·d_model BF16 values, over the 8 ranks, and
+    # one after the vocab-parallel embedding (each rank looked up its vocab slice: the same
+    # B·s·d_model message, once per step)
+    reduces = {r["uid"]: r for r in got.values() if r["op_kind"] == "all_reduce"}
+    assert len(reduces) == 3
+    assert {(r["message_bytes"], r["group_size"], r["launches"]) for r in reduces.values()} == {
+        (64 * HIDDEN * 2, tp, LAYERS),
+        (64 * HIDDEN * 2, tp, 1),
+    }
+    assert reduces["embed_tokens#all_reduce[-1]"]["launches"] == 1
     # the plan is the same view, deduplicated
     planned = plan(MODEL, "decode_b64_c2k", "8xH200-tp8", db=db)
     gemms = {(s.get("m"), s.get("n"), s.get("k")): s.count for s in planned.shapes if s.op_kind == "gemm"}
@@ -278,7 +284,7 @@ def test_tensor_parallel_signatures_are_read_through_the_layouts(db):
         (64, HIDDEN, 512): LAYERS,  # o_proj
         (64, 1792, HIDDEN): 2 * LAYERS,  # gate_proj, up_proj
         (64, HIDDEN, 1792): LAYERS,  # down_proj
-        (64, VOCAB, HIDDEN): 1,  # lm_head: the spec does not split the vocabulary
+        (64, VOCAB // tp, HIDDEN): 1,  # lm_head: vocab-parallel, each rank its 128256 / 8 rows
     }
     # and the measured row of the per-device q_proj shape matches on the TP deployment
     (q,) = rows(db, "select * from measured_vs_sol where model = ? and deployment = '8xH200-tp8' and "

@@ -49,16 +49,18 @@ inputs as (
     group by model, phase, dst_uid, port
 ),
 
--- a collective's message is the tensor it reduces: the producer of its consumer's input
+-- a collective's message is the tensor it reduces: the producer of its consumer's input, or the
+-- consumer's own output for a collective on it (port -1: a vocab-parallel embedding's sum)
 collectives as (
     select
         c.model,
         c.phase,
         c.uid,
         c."group",
-        e.src_uid
+        case when c.port = -1 then c.consumer_uid else e.src_uid end as src_uid
     from base_collectives as c
-    inner join inputs as e on e.model = c.model and e.phase = c.phase and e.uid = c.consumer_uid and e.port = c.port
+    left join inputs as e on e.model = c.model and e.phase = c.phase and e.uid = c.consumer_uid and e.port = c.port
+    where c.port = -1 or e.src_uid is not null
 ),
 
 -- the nodes whose shapes make each anchor's signature: itself, its input (a tied head's k),
