@@ -43,7 +43,6 @@ oracle covers it, reading the degrees of its groups from int_deployment_groups.
 from __future__ import annotations
 
 import math
-import shutil
 from collections import defaultdict
 
 import duckdb
@@ -51,6 +50,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from archsql.api import build
 from archsql.evaluator.factors import factor_value
 from archsql.store import insert_deployments
 
@@ -114,9 +114,11 @@ def WORKLOAD(draw) -> dict:
 
 
 @pytest.fixture(scope="module")
-def store(catalog_db, tmp_path_factory):
+def store(tmp_path_factory):
+    """A store of the oracle's MODELS: each example writes its deployment and workload into it
+    and reads one model's per-device values."""
     db = tmp_path_factory.mktemp("oracle") / "store.duckdb"
-    shutil.copy(catalog_db, db)
+    build(list(MODELS), db=db)
     con = duckdb.connect(str(db))
     yield con
     con.close()
