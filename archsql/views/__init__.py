@@ -241,7 +241,16 @@ def _order(files: dict[str, ViewFile], trees: dict[str, exp.Expression], relatio
 # -- parsing and dependency order ----------------------------------------------------------
 
 
+_PARSED: dict[str, exp.Expression] = {}  # view SQL → its parsed query (callers never mutate it)
+
+
 def _parse(f: ViewFile) -> exp.Expression:
+    if f.sql not in _PARSED:
+        _PARSED[f.sql] = _parse_file(f)
+    return _PARSED[f.sql]
+
+
+def _parse_file(f: ViewFile) -> exp.Expression:
     try:
         trees = [t for t in sqlglot.parse(f.sql, dialect=DIALECT) if t is not None]
     except ParseError as exc:
@@ -378,9 +387,19 @@ def _duckdb_position(message: str, sql: str) -> tuple[int | None, int | None]:
     return line, None
 
 
+# View SQL checked against the columns of the relations it reads: a view file and the same
+# schemas check the same way, so a process that builds many stores checks each pair once.
+_VALIDATED: set[tuple] = set()
+
+
 def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str]]) -> None:
+    names = {t.name.lower() for t in tree.find_all(exp.Table)}
+    key = (f.sql, tuple(sorted((n, tuple(schema[n].items())) for n in names if n in schema)))
+    if key in _VALIDATED:
+        return
     try:
         qualify(tree.copy(), schema=schema, dialect=DIALECT, validate_qualify_columns=True)
+        _VALIDATED.add(key)
     except OptimizeError as exc:
         message = _LINE_COL.sub("", str(exc)).split("\n")[0].rstrip(" .()")
         line = col = hint = None
