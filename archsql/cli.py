@@ -185,6 +185,7 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
 def export(db: Path, directory: Path) -> None:
     """Write every table and view of the store as DIR/<name>.parquet."""
     from archsql.store import connect
+    from archsql.views import computed_once
 
     con = connect(db, read_only=True)
     try:
@@ -196,12 +197,13 @@ def export(db: Path, directory: Path) -> None:
         table = Table(title=f"{len(relations)} files in {directory}", header_style="bold")
         for name, justify in (("name", "left"), ("kind", "left"), ("rows", "right"), ("file", "left")):
             table.add_column(name, justify=justify)
-        for name, kind in relations:
-            path = directory / f"{name}.parquet"
-            quoted = str(path).replace("'", "''")
-            con.execute(f"copy (select * from \"{name}\") to '{quoted}' (format parquet)")
-            rows = con.execute(f'select count(*) from "{name}"').fetchone()[0]
-            table.add_row(name, "view" if kind == "VIEW" else "table", str(rows), str(path))
+        with computed_once(con):  # each view computed once, not once per view that reads it
+            for name, kind in relations:
+                path = directory / f"{name}.parquet"
+                quoted = str(path).replace("'", "''")
+                con.execute(f"copy (select * from \"{name}\") to '{quoted}' (format parquet)")
+                rows = con.execute(f'select count(*) from "{name}"').fetchone()[0]
+                table.add_row(name, "view" if kind == "VIEW" else "table", str(rows), str(path))
     finally:
         con.close()
     console().print(table)

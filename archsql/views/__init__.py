@@ -16,7 +16,9 @@ so every DuckDB client sees them with the views.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,20 +200,9 @@ def check_invariants(
     con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None, *, materialize: bool = True
 ) -> list[tuple[str, str, int]]:
     """Run every invariant; return ``(view, invariant, violating rows)`` for those that fail.
-
-    With ``materialize`` (the default) each view is computed once: in dependency order, every
-    view of ``views_dir`` is copied into a temporary table of the same name, which shadows the
-    view for the views after it and for the invariants on this connection (DuckDB looks in
-    the temp schema first), so an invariant reads the rows its view gives without evaluating
-    the view's whole chain again.  The tables are dropped before returning.
-    """
+    With ``materialize`` (the default) each view is computed once (:func:`computed_once`)."""
     docs = view_docs(views_dir)
-    shadows: list[str] = []
-    try:
-        if materialize:
-            for name in _order_in(con, views_dir):
-                con.execute(f'create temp table "{name}" as select * from main."{name}"')
-                shadows.append(name)
+    with computed_once(con, views_dir) if materialize else contextlib.nullcontext():
         failures = []
         for view, doc in docs.items():
             for inv in doc["invariants"]:
@@ -219,6 +210,23 @@ def check_invariants(
                 if n:
                     failures.append((view, inv["name"], n))
         return failures
+
+
+@contextlib.contextmanager
+def computed_once(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> Iterator[list[str]]:
+    """While open, every view of ``views_dir`` on ``con`` reads as the rows it gives, computed
+    once: in dependency order each view is copied into a temporary table of the same name,
+    which shadows the view for the views after it and for every query on this connection
+    (DuckDB looks in the temp schema first), so reading many views does not evaluate their
+    shared chains again.  Yields the view names in that order; the tables are dropped on exit.
+    Only for reading: a parameter-table change while open is not seen by the shadowed views.
+    """
+    shadows: list[str] = []
+    try:
+        for name in _order_in(con, views_dir):
+            con.execute(f'create temp table "{name}" as select * from main."{name}"')
+            shadows.append(name)
+        yield list(shadows)
     finally:
         for name in reversed(shadows):
             con.execute(f'drop table if exists temp.main."{name}"')
