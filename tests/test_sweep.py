@@ -7,8 +7,17 @@ import shutil
 import duckdb
 import pytest
 
+from archsql.api import build
 from archsql.errors import QueryError
 from archsql.sweep import grid, pareto, sweep
+
+
+@pytest.fixture(scope="module")
+def sweep_db(tmp_path_factory):
+    """A store of the three models the sweeps ask about (each test sweeps a copy of it)."""
+    db = tmp_path_factory.mktemp("sweep") / "store.duckdb"
+    build(["DeepSeek-V3", "Meta-Llama-3.1-8B", "Qwen2.5-7B"], db=db)
+    return db
 
 
 def test_grid_keeps_only_layouts_that_divide_the_gpus():
@@ -29,9 +38,9 @@ def test_grid_refuses_an_axis_it_does_not_sweep():
         grid(["H200 SXM"], [8], [1], [8192], degrees={"dp": [8]})
 
 
-def test_sweep_answers_every_point_and_leaves_the_store_unchanged(models_db, tmp_path):
+def test_sweep_answers_every_point_and_leaves_the_store_unchanged(sweep_db, tmp_path):
     db = tmp_path / "store.duckdb"
-    shutil.copy(models_db, db)
+    shutil.copy(sweep_db, db)
     deployments, workloads = grid(
         ["H200 SXM", "B200 (HGX/DGX B200)"], [8], [1, 64], [8192, 32768], ["fp8"], degrees={"tp": [1, 8], "ep": [8]}
     )
@@ -57,9 +66,9 @@ def test_sweep_answers_every_point_and_leaves_the_store_unchanged(models_db, tmp
         )
 
 
-def test_sweep_of_a_model_not_in_the_store_says_how_to_fix_it(models_db, tmp_path):
+def test_sweep_of_a_model_not_in_the_store_says_how_to_fix_it(sweep_db, tmp_path):
     db = tmp_path / "store.duckdb"
-    shutil.copy(models_db, db)
+    shutil.copy(sweep_db, db)
     deployments, workloads = grid(["H200 SXM"], [8], [1], [8192], degrees={"tp": [8], "ep": [8]})
     with pytest.raises(QueryError, match="archsql build NoSuchModel"):
         sweep("NoSuchModel", db, deployments, workloads)
@@ -67,9 +76,9 @@ def test_sweep_of_a_model_not_in_the_store_says_how_to_fix_it(models_db, tmp_pat
         sweep("DeepSeek-V3", db, [], workloads)
 
 
-def test_deployment_checks_report_broken_layouts(models_db, tmp_path):
+def test_deployment_checks_report_broken_layouts(sweep_db, tmp_path):
     db = tmp_path / "store.duckdb"
-    shutil.copy(models_db, db)
+    shutil.copy(sweep_db, db)
     con = duckdb.connect(str(db))
     assert con.execute("select count(*) from deployment_checks").fetchone() == (0,)  # the defaults are valid
     con.execute(
@@ -114,7 +123,7 @@ def test_grid_with_context_and_pipeline_parallel_degrees():
     assert len({r["deployment"] for r in rows}) == len(rows)  # every point has its own name
 
 
-def test_sweep_cli_over_context_and_pipeline_parallel_layouts(models_db, tmp_path):
+def test_sweep_cli_over_context_and_pipeline_parallel_layouts(sweep_db, tmp_path):
     """`archsql sweep --cp --cp-kind --pp` on 16 H200 (2 nodes of 8): one row per layout and
     workload, with the node count and the context-parallel kind; a kind that does not exist is
     refused before anything runs."""
@@ -125,7 +134,7 @@ def test_sweep_cli_over_context_and_pipeline_parallel_layouts(models_db, tmp_pat
     from archsql.cli import cli
 
     db = tmp_path / "store.duckdb"
-    shutil.copy(models_db, db)
+    shutil.copy(sweep_db, db)
     args = ["--db", str(db), "sweep", "Meta-Llama-3.1-8B", "--count", "16", "--tp", "8", "--ep", "1"]
     args += ["--batch", "1,64", "--context", "8k", "--cp", "1,2", "--cp-kind", "ring,ulysses", "--pp", "1,2"]
     result = CliRunner().invoke(cli, [*args, "--format", "json"])
@@ -138,11 +147,11 @@ def test_sweep_cli_over_context_and_pipeline_parallel_layouts(models_db, tmp_pat
     assert bad.exit_code != 0 and "'rings' is not a context-parallel kind" in bad.output
 
 
-def test_sweep_names_layouts_the_model_cannot_run(models_db, tmp_path):
+def test_sweep_names_layouts_the_model_cannot_run(sweep_db, tmp_path):
     """Qwen2.5-7B has 28 query heads: Ulysses over tp 4 × cp 2 = 8 cannot split them, the
     ring can.  The point says why (layout_problems) and is never on the Pareto front."""
     db = tmp_path / "store.duckdb"
-    shutil.copy(models_db, db)
+    shutil.copy(sweep_db, db)
     deployments, workloads = grid(
         ["H200 SXM"],
         [8],
