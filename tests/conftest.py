@@ -13,12 +13,27 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
-def catalog_db(tmp_path_factory) -> Path:
+def store_of(tmp_path_factory):
+    """``store_of(*models)``: the path of a store of those models (the whole catalog when none
+    are named) with the default parameter tables, built once per session per set of models.
+    Read it, or copy it before writing."""
     from archsql.api import build
 
-    db = tmp_path_factory.mktemp("store") / "catalog.duckdb"
-    build(db=db)
-    return db
+    stores: dict[tuple[str, ...], Path] = {}
+
+    def store(*models: str) -> Path:
+        if models not in stores:
+            db = tmp_path_factory.mktemp("store") / "store.duckdb"
+            build(list(models) or None, db=db)
+            stores[models] = db
+        return stores[models]
+
+    return store
+
+
+@pytest.fixture(scope="session")
+def catalog_db(store_of) -> Path:
+    return store_of()
 
 
 # The models the deployment tests ask about (per-device memory, SOL, meshes, sweeps): a store
@@ -36,13 +51,9 @@ DEPLOYMENT_MODELS = (
 
 
 @pytest.fixture(scope="session")
-def models_db(tmp_path_factory) -> Path:
+def models_db(store_of) -> Path:
     """A store of DEPLOYMENT_MODELS with the default parameter tables."""
-    from archsql.api import build
-
-    db = tmp_path_factory.mktemp("models") / "models.duckdb"
-    build(list(DEPLOYMENT_MODELS), db=db)
-    return db
+    return store_of(*DEPLOYMENT_MODELS)
 
 
 def load_inventory(config_file: str) -> dict:

@@ -43,6 +43,7 @@ oracle covers it, reading the degrees of its groups from int_deployment_groups.
 from __future__ import annotations
 
 import math
+import shutil
 from collections import defaultdict
 
 import duckdb
@@ -50,7 +51,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archsql.api import build
 from archsql.evaluator.factors import factor_value
 from archsql.store import insert_deployments
 
@@ -114,11 +114,11 @@ def WORKLOAD(draw) -> dict:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """A store of the oracle's MODELS: each example writes its deployment and workload into it
-    and reads one model's per-device values."""
+def store(store_of, tmp_path_factory):
+    """A copy of a store of the oracle's MODELS: each example writes its deployment and
+    workload into it and reads one model's per-device values."""
     db = tmp_path_factory.mktemp("oracle") / "store.duckdb"
-    build(list(MODELS), db=db)
+    shutil.copy(store_of(*MODELS), db)
     con = duckdb.connect(str(db))
     yield con
     con.close()

@@ -7,17 +7,14 @@ import shutil
 import duckdb
 import pytest
 
-from archsql.api import build
 from archsql.errors import QueryError
 from archsql.sweep import grid, pareto, sweep
 
 
 @pytest.fixture(scope="module")
-def sweep_db(tmp_path_factory):
+def sweep_db(store_of):
     """A store of the three models the sweeps ask about (each test sweeps a copy of it)."""
-    db = tmp_path_factory.mktemp("sweep") / "store.duckdb"
-    build(["DeepSeek-V3", "Meta-Llama-3.1-8B", "Qwen2.5-7B"], db=db)
-    return db
+    return store_of("DeepSeek-V3", "Meta-Llama-3.1-8B", "Qwen2.5-7B")
 
 
 def test_grid_keeps_only_layouts_that_divide_the_gpus():
