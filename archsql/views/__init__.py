@@ -234,10 +234,10 @@ def computed_once(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None =
 
 def _order_in(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None) -> list[str]:
     """The views of ``views_dir`` that exist on ``con``, in dependency order."""
-    present = {name for name, kind in _relations(con).items() if kind == "VIEW"}
-    files = {f.name: f for f in view_files(views_dir) if f.name in present}
+    relations = _relations(con)
+    files = {f.name: f for f in view_files(views_dir) if relations.get(f.name) == "VIEW"}
     trees = {name: _parse(f) for name, f in files.items()}
-    return _order(files, trees, set(_relations(con)))
+    return _order(files, trees, set(relations))
 
 
 def _order(files: dict[str, ViewFile], trees: dict[str, exp.Expression], relations: set[str]) -> list[str]:
