@@ -269,31 +269,34 @@ def registry() -> dict[str, type[Primitive]]:
     return _REGISTRY
 
 
-def op_kernels_table() -> pa.Table:
-    """The ``op_kernels`` reference table: for every primitive and collective whose kernel has
-    a measured op kind or that is a stage of an attention kernel, the op kind
-    (``Primitive.kernel_kind``, ``COLLECTIVE_KERNEL_KINDS``) and the stage
-    (``Primitive.attention_stage``: a flash-attention kernel runs its score's nodes up to the
-    apply)."""
+def _op_traits() -> list[dict]:
+    """Every node op with the traits the views join on: each primitive's class attributes
+    (``kernel_kind``, ``attention_stage``, ``math_class``), then the communication ops (vector
+    math: a reduction's adds; the measured kind of their kernel: ``COLLECTIVE_KERNEL_KINDS``)."""
     from archsql.evaluator.layouts import COLLECTIVE_KERNEL_KINDS
 
     rows = [
-        (name, cls.kernel_kind, cls.attention_stage)
+        {"op": name, "op_kind": cls.kernel_kind, "attention_stage": cls.attention_stage, "math_class": cls.math_class}
         for name, cls in sorted(registry().items())
-        if cls.kernel_kind or cls.attention_stage
     ]
-    rows += [(kind, op_kind, None) for kind, op_kind in sorted(COLLECTIVE_KERNEL_KINDS.items())]
-    return pa.Table.from_pylist(
-        [dict(zip(OP_KERNELS_SCHEMA.names, row, strict=True)) for row in rows], schema=OP_KERNELS_SCHEMA
-    )
+    rows += [
+        {"op": name, "op_kind": COLLECTIVE_KERNEL_KINDS.get(name), "attention_stage": None, "math_class": "vector"}
+        for name in COMMUNICATION_OPS
+    ]
+    return rows
+
+
+def op_kernels_table() -> pa.Table:
+    """The ``op_kernels`` reference table: every op whose kernel has a measured op kind or
+    that is a stage of an attention kernel (a flash-attention kernel runs its score's nodes
+    up to the apply), with both."""
+    rows = [r for r in _op_traits() if r["op_kind"] or r["attention_stage"]]
+    return pa.Table.from_pylist(rows, schema=OP_KERNELS_SCHEMA)
 
 
 def op_math_table() -> pa.Table:
-    """The ``op_math`` reference table: the math class of every primitive
-    (``Primitive.math_class``) and of the communication ops (vector: a reduction's adds)."""
-    rows = [(name, cls.math_class) for name, cls in sorted(registry().items())]
-    rows += [(name, "vector") for name in COMMUNICATION_OPS]
-    return pa.table({"op": [r[0] for r in rows], "math_class": [r[1] for r in rows]}, schema=OP_MATH_SCHEMA)
+    """The ``op_math`` reference table: the math class of every op."""
+    return pa.Table.from_pylist(_op_traits(), schema=OP_MATH_SCHEMA)
 
 
 register_ops(registry)  # the spec checks and quant schemes below read the ops through this hook
