@@ -186,12 +186,14 @@ def _effective(degree: int, parts, segments) -> float:
 
 
 def _split(t, degrees, phase, uid, tensor, placements=("S",)) -> float:
-    """Π over the groups splitting one tensor of a node (with the given placements) of their
-    effective degree: G / this = the tensor's replicas on the mesh."""
+    """Π over the groups splitting one tensor of a node (with the given placements) and the
+    group its copies are spread over (routed experts) of their effective degree — each group
+    once: G / this = the tensor's replicas on the mesh."""
+    groups = {g: v for g, v in t["splits"].get((phase, uid, tensor), {}).items() if v[0] in placements}
+    groups.update(t["splits"].get((phase, uid, "copies"), {}))
     d = 1.0
-    for group, (placement, parts, segments) in t["splits"].get((phase, uid, tensor), {}).items():
-        if placement in placements:
-            d *= _effective(degrees[group], parts, segments)
+    for group, (_, parts, segments) in groups.items():
+        d *= _effective(degrees[group], parts, segments)
     return d
 
 
@@ -234,14 +236,14 @@ def _expected(t, degrees, w, gpus: int, act_bytes: float, kv_bytes: float):
         else:  # cache_read_elements: split like the cached tensor
             tensor, placements, bytes_ = "out", ("S",), kv_bytes
         src = t["cache_src"].get((ph, uid)) if quantity == "cache_read_elements" else None
-        split = _split(t, degrees, ph, src or uid, tensor, placements) * _split(t, degrees, ph, uid, "copies")
+        split = _split(t, degrees, ph, src or uid, tensor, placements)
         kind = "cache" if quantity == "cache_elements" else ("flops" if quantity == "flops" else "hbm")
         ops[uid][kind] += value * bytes_
         ops[uid][kind + "_mesh"] += value * bytes_ * gpus / split
     for uid, tensor, total in t["weights"]:
         if (phase, uid) not in t["base"]:
             continue
-        split = _split(t, degrees, "prefill", uid, tensor) * _split(t, degrees, "prefill", uid, "copies")
+        split = _split(t, degrees, "prefill", uid, tensor)
         # routed experts: the weights of the experts the step touches (on every device alike)
         touched = _touched_share(t, degrees, phase, uid, b * s)
         ops[uid]["hbm"] += total * touched

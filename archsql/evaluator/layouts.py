@@ -33,6 +33,10 @@ from archsql.evaluator.walk import NodeResult, Walk
 
 DP = "dp"  # data parallelism over requests (the batch axis of model inputs)
 EP = "moe_ep"
+MOE_TP = "moe_tp"
+# the tensor-parallel group of the FFN: the devices that hold the same tokens (attention and
+# FFN tensor parallelism are one mesh axis), over which a routed expert output is summed
+TOKEN_PEERS = "ffn"
 BORROWED = "borrowed"  # the split table a weightless node reads from another node (a tied head)
 
 
@@ -357,13 +361,22 @@ class _NodeStep:
             if w.group_of(w_axis):
                 self.partial.add(w.group_of(w_axis))
 
-    # 4. routed experts: tokens travel to the devices holding their experts and back
+    # 4. routed experts: tokens travel to the devices holding their experts and back.  The
+    # (token, expert) pairs are spread over expert parallelism: a device holds the pairs of its
+    # own experts (the pair axis sharded over EP, an even split in expectation).  Coming back,
+    # a token's expert outputs are a pending sum over the tensor-parallel devices holding the
+    # token (TOKEN_PEERS): each computed its own experts (EP) or its own columns of every
+    # expert (moe_tp) — with attention TP and experts EP on the same GPUs nothing travels and
+    # one all-reduce completes the sum; the all-to-all carries only what other token holders
+    # computed (priced per distinct destination rank in int_device_comm_terms).  Valid for a
+    # mesh whose MoE span fills the attention span (moe_tp · ep = tp · dp · cp) with moe_tp ≤ tp.
     def route_tokens(self) -> None:
         if self.prim.expert_route == "send":
             self.collectives.append(Collective("all_to_all", EP, 0, _numel(self.res.shape), self.ins[0]))
         if self.prim.expert_route == "return":  # each device gets back its own tokens' expert outputs
             tokens = tuple((a, g) for a, g in self.ins[1].sharded if g in (DP, cpar.CP))
             self.collectives.append(Collective("all_to_all", EP, 0, _numel(self.res.ins[0]), Layout(tokens)))
+            self.partial = {g for g in self.partial if g not in (EP, MOE_TP)} | {TOKEN_PEERS}
 
     # 5. the output layout through the DimMap (with the whole parts each split axis has)
     def output_axes(self, dimmap) -> tuple[list[tuple[int, str]], dict[tuple[str, int], Parts]]:
@@ -373,6 +386,8 @@ class _NodeStep:
             g, p = self.output_axis(out_axis, spec, sharded, parts)
             if self.prim.expert_route == "send" and g in (DP, cpar.CP):
                 g = None  # experts see every rank's tokens after the all-to-all
+            if self.prim.expert_route == "send" and isinstance(spec, NewDim):
+                g, p = EP, None  # the (token, expert) pairs: each device holds its experts' share
             if g is not None:
                 sharded.append((out_axis, g))
                 parts[("out", out_axis)] = None if g in (DP, cpar.CP) else p

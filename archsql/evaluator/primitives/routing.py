@@ -59,8 +59,14 @@ class Combine(Primitive):
 
     expert_route = "return"
     arity = 2
+
     shape_kind = "explicit"
     params = {"top_k": Param(doc="experts per token")}
+
+    def passes_partial(self, partials) -> bool:
+        """Linear in the expert outputs (the routing weights are whole): their pending sums
+        (an expert's columns split over moe_tp) pass, to be reduced once with the others."""
+        return bool(partials[0]) and not any(partials[1:])
 
     def check(self, ctx: Ctx) -> None:
         expect_rank(ctx, 0, 4, "combine expert outputs [B, s, k, d]")

@@ -43,6 +43,50 @@ groups as (
     from int_deployment_links
 ),
 
+-- routed tokens: an expert all-to-all's experts and top_k, from the routed expert nodes its
+-- consumer feeds (dispatch) or is fed by (combine)
+expert_nodes as (
+    select
+        l.model,
+        l.phase,
+        l.uid,
+        max(l.parts) as experts,
+        max(l.parts * i.active_count / i.count) as top_k
+    from base_layouts as l
+    inner join base_instances as i on i.model = l.model and i.uid = l.uid
+    where l.tensor = 'copies' and l.placement = 'S'
+    group by l.model, l.phase, l.uid
+),
+
+expert_edges as (
+    select model, phase, src_uid as consumer_uid, dst_uid as expert_uid from base_edges
+    union all
+    select model, phase, dst_uid as consumer_uid, src_uid as expert_uid from base_edges
+),
+
+routes as (
+    select
+        c.model,
+        c.phase,
+        c.uid,
+        max(x.experts) as experts,
+        max(x.top_k) as top_k
+    from collectives as c
+    inner join expert_edges as e on e.model = c.model and e.phase = c.phase and e.consumer_uid = c.consumer_uid
+    inner join expert_nodes as x on x.model = e.model and x.phase = e.phase and x.uid = e.expert_uid
+    where c.kind = 'all_to_all' and c."group" = 'moe_ep'
+    group by c.model, c.phase, c.uid
+),
+
+-- the expert-parallel ranks holding the same tokens: the members of one tensor-parallel group
+-- (tp consecutive devices, ep members every moe_tp of them)
+token_holders as (
+    select
+        deployment,
+        least(ep, greatest(1, tp // moe_tp)) as holders
+    from int_deployment_degrees
+),
+
 -- the message: the communicated tensor as one device holds it (layouts tensor 'message'); a
 -- group of n devices over P whole parts leaves the fullest device ceil(P / n) of them
 messages as (
@@ -74,6 +118,12 @@ message_divisors as (
 -- pass forwards n-1 blocks M.  A group that crosses nodes sends over the scale-out NIC: every
 -- ring step of a ring collective (the slowest link bounds them all), the share of an
 -- all-to-all addressed to members on other nodes ((n - members on its node) / (n - 1)).
+-- Routed tokens (an expert all-to-all; M = the device's tokens × top_k pairs) travel once per
+-- distinct destination rank (ranks_touched: D of the n ranks), not once per expert, and not
+-- to the h ranks already holding the token (D·h/n of them in expectation); the h holders
+-- share the sending: M · D · (1 − h/n) / (h · top_k).  With attention TP and experts EP on
+-- the same GPUs (h = n) nothing travels.  The combine returns one reduced vector per
+-- (token, rank) the same way.
 collective_terms as (
     select
         t.model,
@@ -83,15 +133,18 @@ collective_terms as (
         c.kind as op,
         n.role,
         t.* exclude (model, phase, uid, coef),  -- the monomial
-        t.coef * i.count * case c.kind
-            when 'all_reduce' then 2.0 * (g.degree - 1) / g.degree
-            when 'all_to_all' then (g.degree - 1.0) / g.degree
+        t.coef * i.count * case
+            when r.uid is not null
+                then ranks_touched(r.experts, r.top_k, g.degree) * (1 - h.holders / g.degree) / (h.holders * r.top_k)
+            when c.kind = 'all_reduce' then 2.0 * (g.degree - 1) / g.degree
+            when c.kind = 'all_to_all' then (g.degree - 1.0) / g.degree
             else g.degree - 1.0
         end / coalesce(
             md.divisor, dp.degree * case when c.kind in ('all_gather', 'ring_pass') then g.degree else 1 end
         ) as coef,
         case
             when not g.crosses_nodes then 0.0
+            when r.uid is not null then (g.degree - g.members_per_node) / greatest(g.degree - h.holders, 1.0)
             when c.kind = 'all_to_all' then (g.degree - g.members_per_node) / (g.degree - 1.0)
             else 1.0
         end as scaleout_share
@@ -103,6 +156,8 @@ collective_terms as (
     left join groups as dp on dp.deployment = g.deployment and dp."group" = 'dp'
     left join message_divisors as md
         on md.model = t.model and md.phase = t.phase and md.uid = t.uid and md.deployment = g.deployment
+    left join routes as r on r.model = t.model and r.phase = t.phase and r.uid = t.uid
+    left join token_holders as h on h.deployment = g.deployment
 ),
 
 sends as (

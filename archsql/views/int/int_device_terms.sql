@@ -30,7 +30,8 @@ groups as (
 
 -- the groups that split each tensor of a node, by scope: 'work' (the op's arithmetic: its
 -- output's sharded axes and pending sums), 'out' (its output as stored: sharded axes only — a
--- pending sum is whole on every device), 'in<port>' (an input as the op consumes it) and
+-- pending sum is whole on every device), 'in<port>' (an input as the op consumes it: its
+-- sharded axes — a pending sum passing through a linear op is read whole) and
 -- 'copies' (routed experts spread over their group, which splits every scope of the node)
 layout_rows as (
     select
@@ -58,8 +59,19 @@ node_groups as (
     union all
     select model, phase, uid, tensor as scope, "group", max(parts) as parts, any_value(segments) as segments
     from layout_rows
-    where tensor = 'copies' or regexp_full_match(tensor, 'in[0-9]+')
+    where tensor = 'copies' or (regexp_full_match(tensor, 'in[0-9]+') and placement = 'S')
     group by model, phase, uid, tensor, "group"
+),
+
+-- a group divides a scope once: the group a routed expert's copies are spread over splits
+-- every scope of the node, so a scope's own split over it (the (token, expert) pairs each
+-- device holds, sharded over the same group) is not counted again
+scoped_groups as (
+    select n.*
+    from node_groups as n
+    left join node_groups as c
+        on c.model = n.model and c.phase = n.phase and c.uid = n.uid and c.scope = 'copies' and c."group" = n."group"
+    where n.scope = 'copies' or c.uid is null
 ),
 
 -- a group of n devices splits P whole parts so that the fullest device holds ceil(P / n):
@@ -73,7 +85,7 @@ node_divisors as (
         n.scope,
         g.deployment,
         product(shard_divisor(n.parts, n.segments, g.degree)) as divisor
-    from node_groups as n
+    from scoped_groups as n
     inner join groups as g on g."group" = n."group"
     group by n.model, n.phase, n.uid, n.scope, g.deployment
 ),
