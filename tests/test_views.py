@@ -791,6 +791,7 @@ def test_macros_defined_once_and_created_in_order():
         "chunk_len",
         "chunk_pairs",
         "experts_touched",  # issue 12: the routed experts a step touches (one source with the corpus)
+        "ranks_touched",  # issue 12: the distinct expert-parallel ranks a token is sent to
         "term_factor",
         "term_value",
         "shard_local",
