@@ -48,6 +48,14 @@ class Issue:
         return text
 
 
+# The exit codes of every archsql command (archsql.output.report_errors applies them once,
+# at the command line's entry): a verdict is not an error, a user error is not a bug.
+EXIT_OK = 0
+EXIT_VERDICT = 1  # the command ran and its answer is "no": validate "not publishable", audit "reject"
+EXIT_USER_ERROR = 2  # bad input (an ArchsqlError, a usage error, an unreadable path): a message, no traceback
+EXIT_INTERNAL_ERROR = 3  # a bug or exhausted memory: a short message and the path of a log with the traceback
+
+
 # An error shows its first issues and counts the rest: a file with two million problems is
 # reported in one screen (and rendered in constant time), not in two million lines.
 MAX_SHOWN_ISSUES = 50
