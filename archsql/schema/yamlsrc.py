@@ -40,7 +40,19 @@ class LocList(list):
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        # refuse deep nesting while composing: PyYAML's scanner slows down with every open
+        # flow level and its composer recurses per level (RecursionError at a few hundred)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                line, col = _pos(self.peek_event())
+                raise SpecError(issues=[_too_deep(self.name, line, col)])
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 # Resource bounds on one YAML file.  Aliases share nodes, so a few hundred bytes of nested
@@ -50,6 +62,16 @@ class _Loader(yaml.SafeLoader):
 MAX_YAML_VALUES = 100_000
 MAX_YAML_DEPTH = 100
 MAX_YAML_BYTES = 1 << 20  # the largest spec in the catalog is 9 KB
+
+
+def _too_deep(name: str, line: int | None, col: int | None) -> Issue:
+    return Issue(
+        f"YAML nests more than {MAX_YAML_DEPTH} levels deep",
+        file=name,
+        line=line,
+        column=col,
+        hint="a spec nests a few levels; is this file generated or corrupt?",
+    )
 
 
 def _too_large(size: int, name: str) -> SpecError:
@@ -65,7 +87,7 @@ def _too_large(size: int, name: str) -> SpecError:
     )
 
 
-def _pos(node: yaml.Node) -> tuple[int, int]:
+def _pos(node: yaml.Node | yaml.Event) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
@@ -190,19 +212,8 @@ def _check_size(root: yaml.Node | None, name: str) -> None:
         node, depth, done = stack.pop()
         if id(node) in size:
             continue
-        if depth > MAX_YAML_DEPTH:
-            line, col = _pos(node)
-            raise SpecError(
-                issues=[
-                    Issue(
-                        f"YAML nests more than {MAX_YAML_DEPTH} levels deep",
-                        file=name,
-                        line=line,
-                        column=col,
-                        hint="a spec nests a few levels; is this file generated or corrupt?",
-                    )
-                ]
-            )
+        if depth > MAX_YAML_DEPTH:  # aliases nest a deep node under another
+            raise SpecError(issues=[_too_deep(name, *_pos(node))])
         if isinstance(node, yaml.ScalarNode):
             size[id(node)] = 1
             continue
