@@ -185,7 +185,7 @@ def _write_log(ctx: click.Context) -> str:
 
     body = (
         f"archsql {__version__}, Python {sys.version.split()[0]}\n"
-        f"command: {ctx.command_path} {' '.join(sys.argv[1:])}\n\n{traceback.format_exc()}"
+        f"command line: {' '.join(sys.argv)}\nsubcommand: {ctx.invoked_subcommand}\n\n{traceback.format_exc()}"
     )
     name = f"archsql-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for folder in (log_dir(), Path(tempfile.gettempdir())):
