@@ -1,9 +1,10 @@
 """The ``archsql`` command line: build the store, query it, export it, explain a number.
 
 Every command is a thin shell over :mod:`archsql.api`; numbers come from the store's
-views or from :func:`archsql.api.explain`, never recomputed here.  An
-:class:`~archsql.errors.ArchsqlError` is printed without a traceback (exit code 2);
-anything else is a bug and keeps its traceback.
+views or from :func:`archsql.api.explain`, never recomputed here.  Every command runs under
+one exit-code contract (:func:`archsql.output.report_errors`): 0 ok, 1 a verdict ("not
+publishable", "reject"), 2 a user error printed without a traceback, 3 an internal error
+(a short message; the traceback goes to a log file whose path is printed).
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ from rich.text import Text
 
 from archsql import __version__, api
 from archsql.design.cli import COMMANDS as DESIGN_COMMANDS
-from archsql.errors import ArchsqlError
+from archsql.errors import EXIT_VERDICT
 from archsql.kernel_corpus.cli import bench, corpus
-from archsql.output import FORMATS, check_format, console, emit, human, human_bytes, plural
+from archsql.output import FORMATS, check_format, console, emit, human, human_bytes, plural, report_errors
 from archsql.schema.tables import PHASES
-
-USER_ERROR = 2
 
 # `archsql build` prints the saved query archsql/queries/summary.sql.
 SUMMARY_QUERY = "summary"
@@ -34,14 +33,10 @@ SUMMARY_QUERY = "summary"
 
 
 class _Group(click.Group):
-    """Prints archsql's own errors as one message, no traceback, exit code 2."""
+    """Runs every command under the exit-code contract (:func:`archsql.output.report_errors`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except ArchsqlError as exc:
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(USER_ERROR)
+        return report_errors(ctx, lambda: super(_Group, self).invoke(ctx))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -301,7 +296,7 @@ def models() -> None:
 
 # ---------------------------------------------------------------------------- checkpoints
 
-NOT_PUBLISHABLE = 1
+NOT_PUBLISHABLE = EXIT_VERDICT
 
 
 @cli.command()

@@ -48,15 +48,32 @@ class Issue:
         return text
 
 
+# The exit codes of every archsql command (archsql.output.report_errors applies them once,
+# at the command line's entry): a verdict is not an error, a user error is not a bug.
+EXIT_OK = 0
+EXIT_VERDICT = 1  # the command ran and its answer is "no": validate "not publishable", audit "reject"
+EXIT_USER_ERROR = 2  # bad input (an ArchsqlError, a usage error, an unreadable path): a message, no traceback
+EXIT_INTERNAL_ERROR = 3  # a bug or exhausted memory: a short message and the path of a log with the traceback
+
+
+# An error shows its first issues and counts the rest: a file with two million problems is
+# reported in one screen (and rendered in constant time), not in two million lines.
+MAX_SHOWN_ISSUES = 50
+
+
 class ArchsqlError(Exception):
-    """Base class of every error archsql raises for bad input."""
+    """Base class of every error archsql raises for bad input.  All its issues are kept in
+    ``issues``; the message shows the first MAX_SHOWN_ISSUES and a count of the rest."""
 
     def __init__(self, message: str | None = None, issues: Iterable[Issue] = ()):
         self.issues: list[Issue] = list(issues)
+        shown = [i.render() for i in self.issues[:MAX_SHOWN_ISSUES]]
+        if len(self.issues) > MAX_SHOWN_ISSUES:
+            shown.append(f"… and {len(self.issues) - MAX_SHOWN_ISSUES:,} more")
         if message is None:
-            message = "\n".join(i.render() for i in self.issues)
-        elif self.issues:
-            message = message + "\n" + "\n".join("  " + i.render() for i in self.issues)
+            message = "\n".join(shown)
+        elif shown:
+            message = message + "\n" + "\n".join("  " + line for line in shown)
         super().__init__(message)
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,8 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from archsql.errors import EXIT_INTERNAL_ERROR, EXIT_USER_ERROR, ArchsqlError
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -121,3 +128,72 @@ def emit(result: pa.Table, fmt: str, output: Path | None) -> None:
 def check_format(fmt: str, output: Path | None) -> None:
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
+
+
+# ---------------------------------------------------------------------------- the exit-code contract
+
+
+def report_errors(ctx: click.Context, call: Callable[[], Any]) -> Any:
+    """Run a command under the exit-code contract (archsql.errors.EXIT_*): archsql's own errors
+    and unreadable paths print one message and exit 2; anything else is a bug (or exhausted
+    memory): one short line, the traceback written to a log file whose path is printed, exit 3.
+    No input a user gives ends in a traceback on the terminal.  Click's own exits (usage
+    errors: 2) and a verdict's ``sys.exit(1)`` pass through."""
+    try:
+        return call()
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+        raise
+    except ArchsqlError as exc:
+        click.echo(f"error: {exc}", err=True)
+        ctx.exit(EXIT_USER_ERROR)
+    except OSError as exc:  # a path given on the command line: missing, a folder, no permission, disk full
+        where = f": {exc.filename}" if exc.filename else ""
+        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+        ctx.exit(EXIT_USER_ERROR)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        ctx.exit(130)
+    except MemoryError:
+        log = _write_log(ctx)
+        click.echo(
+            "error: out of memory; the input asks for more than this machine holds "
+            f"(fewer models, a smaller grid or a smaller checkpoint).{log}",
+            err=True,
+        )
+        ctx.exit(EXIT_INTERNAL_ERROR)
+    except Exception as exc:
+        log = _write_log(ctx)
+        text = " ".join(str(exc).split())
+        text = text if len(text) <= 300 else text[:300] + "…"
+        click.echo(f"internal error: {type(exc).__name__}: {text}", err=True)
+        click.echo(f"this is a bug in archsql, not in the input.{log}", err=True)
+        ctx.exit(EXIT_INTERNAL_ERROR)
+
+
+def log_dir() -> Path:
+    """Where tracebacks of internal errors go: $ARCHSQL_LOG_DIR, else ~/.cache/archsql/logs
+    ($XDG_CACHE_HOME honoured)."""
+    if os.environ.get("ARCHSQL_LOG_DIR"):
+        return Path(os.environ["ARCHSQL_LOG_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "archsql" / "logs"
+
+
+def _write_log(ctx: click.Context) -> str:
+    """Write the current exception's traceback to a new log file; a sentence naming it."""
+    from archsql import __version__
+
+    body = (
+        f"archsql {__version__}, Python {sys.version.split()[0]}\n"
+        f"command line: {' '.join(sys.argv)}\nsubcommand: {ctx.invoked_subcommand}\n\n{traceback.format_exc()}"
+    )
+    name = f"archsql-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    for folder in (log_dir(), Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            path.write_text(body, encoding="utf-8")
+        except OSError:
+            continue
+        return f" The traceback is in {path} (attach it to a bug report)."
+    return " (no log could be written: " + " ".join(traceback.format_exception_only(sys.exc_info()[1])).strip() + ")"

@@ -73,6 +73,11 @@ def grid(
     unknown = sorted(set(degrees) - {a.name for a in SWEPT_AXES})
     if unknown:
         raise QueryError(f"'{unknown[0]}' is not a swept mesh axis (swept: {', '.join(a.name for a in SWEPT_AXES)})")
+    sizes = {"GPU count": counts, "batch": batch, "context": context, **{f"{k} degree": v for k, v in degrees.items()}}
+    for what, values in sizes.items():  # a 0 degree would divide the GPUs by zero
+        bad = [v for v in values if type(v) is not int or v < 1]
+        if bad:
+            raise QueryError(f"sweep {what} must be an integer >= 1, got {bad[0]!r}")
     tried = [degrees.get(a.name, (a.default,)) for a in SWEPT_AXES]
     deployments = []
     for gpu, n, *chosen, w, k in itertools.product(gpus, counts, *tried, weights, kv):

@@ -8,11 +8,13 @@ default ``$ARCHSQL_DESIGN_DB`` or ``./archsql-design.duckdb``), never to the mai
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 import pyarrow as pa
 
+from archsql.errors import EXIT_VERDICT
 from archsql.output import check_format, console, emit, human, human_bytes
 from archsql.schema.tables import PHASES
 
@@ -309,7 +311,8 @@ def diff_cmd(a, b, phase, max_rows, fmt, output) -> None:
 @_STORE_OPTION
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
 def audit_cmd(baseline, candidate, changed_field, budgets, evidence, context, dtype, store, fmt) -> None:
-    """Audit CANDIDATE against BASELINE: single-variable check, ledgers, evidence, decision.
+    """Audit CANDIDATE against BASELINE: single-variable check, ledgers, evidence, decision
+    (exit code 1 when the decision is reject).
 
     Example: archsql audit Qwen3-8B Qwen3-32B --changed-field intermediate_size
     """
@@ -329,8 +332,10 @@ def audit_cmd(baseline, candidate, changed_field, budgets, evidence, context, dt
         tables = card.tables()
         payload = {name: table.to_pylist() for name, table in tables.items()}
         click.echo(json.dumps(payload, indent=2, default=str))
-        return
-    render(card, console())
+    else:
+        render(card, console())
+    if card.decision == "reject":  # a verdict, like validate's "not publishable"
+        sys.exit(EXIT_VERDICT)
 
 
 COMMANDS = (compare_cmd, edit_cmd, diff_cmd, audit_cmd)

@@ -34,6 +34,12 @@ from archsql.schema.crossref import check_graph
 from archsql.schema.expr import ExprSyntaxError, dim_symbols, parse_dim_expr, substitute_dims
 from archsql.schema.spec import CacheEntry, ComponentSpec, ModelSpec, NodeSpec, SlotFill, StackSpec, StreamSpec, Where
 
+# Every layer of a stack is expanded into nodes and walked, per phase: time and memory grow
+# with the layer count (a million layers: minutes and gigabytes).  Published decoders have a
+# few hundred layers at most (Llama 3.1 405B: 126), so a bound two orders of magnitude above
+# refuses a mistyped or hostile count at once, before any expansion.
+MAX_STACK_LAYERS = 10_000
+
 
 def _first_path(*candidates: str | None) -> str:
     """The first declared path; an explicit "" means: no segment of its own."""
@@ -449,6 +455,20 @@ class _Expander(StreamExpansion, ScheduleExpansion):
             )
             return None
         layers = int(layers)
+        if layers > MAX_STACK_LAYERS:
+            bound = ", ".join(
+                f"{k} = {v:,}" for k, v in sorted(self.dims.items()) if k in map(str, repeat_expr.free_symbols)
+            )
+            add_issue(
+                self.col,
+                spec.keys_where.get("repeat", spec.where),
+                f"repeat of stack '{spec.name}' is {layers:,} layers, above the bound of {MAX_STACK_LAYERS:,}"
+                + (f" ({bound})" if bound else ""),
+                expected=f"at most {MAX_STACK_LAYERS:,} layers (every layer is expanded and walked)",
+                got=f"{layers:,}",
+                hint="check the layer count the config gives (e.g. num_hidden_layers)",
+            )
+            return None
         self.scheduled |= templates_named(spec.schedule)
         schedule = self.schedule(spec, layers) if layers else []
         if schedule is None:

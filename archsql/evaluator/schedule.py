@@ -58,6 +58,9 @@ class ScheduleExpansion:
                 key, hint = exc.args
                 add_issue(self.col, where, f"config key '{key}' is missing", hint=hint)
                 return None
+            except ExprSyntaxError as exc:
+                add_issue(self.col, where, f"schedule 'from: {source}': {exc}")
+                return None
             if isinstance(values, str):
                 values = list(values)
             if not isinstance(values, list):
@@ -215,6 +218,9 @@ class ScheduleExpansion:
         except KeyError as exc:
             key, hint = exc.args
             add_issue(self.col, where, f"config key '{key}' is missing", hint=hint)
+            return None
+        except ExprSyntaxError as exc:
+            add_issue(self.col, where, f"layers 'from: {raw['from']}': {exc}")
             return None
         if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             add_issue(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from archsql.errors import Issue
-from archsql.ingest.safetensors_headers import FileTensors, fail, raise_issues
+from archsql.ingest.safetensors_headers import MAX_INT64, FileTensors, fail, raise_issues
 
 MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -67,6 +67,9 @@ GGML_BLOCKS: dict[str, tuple[int, int]] = {name: (block, size) for name, block, 
 # GGUF metadata value types: id -> struct format (8 = string and 9 = array are read apart)
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
+# Arrays may hold arrays; real files hold flat ones (token lists, per-layer counts).  Each level
+# costs only 12 bytes, so a small file could nest deeper than Python recurses: bounded here.
+MAX_ARRAY_DEPTH = 8
 
 
 def ggml_nbytes(ggml_type: str, n_elements: int) -> int:
@@ -112,16 +115,18 @@ class _Reader:
         self.pos += n
         return bytes(self.buf[self.pos - n : self.pos])
 
-    def value(self, vtype: int) -> Any:
+    def value(self, vtype: int, depth: int = 0) -> Any:
         if vtype in _SCALARS:
             return self.one(_SCALARS[vtype])
         if vtype == _STRING:
             return self.raw_string().decode("utf-8", "replace")
         if vtype == _ARRAY:
+            if depth >= MAX_ARRAY_DEPTH:
+                raise ValueError(f"arrays nested more than {MAX_ARRAY_DEPTH} levels deep at byte {self.pos}")
             etype, count = self.one("I"), self.one("Q")
             if etype in _SCALARS:
                 return list(self.many(_SCALARS[etype], count))
-            return [self.value(etype) for _ in range(count)]
+            return [self.value(etype, depth + 1) for _ in range(count)]
         raise ValueError(f"unknown GGUF value type {vtype} at byte {self.pos - 4}")
 
 
@@ -213,6 +218,16 @@ def _tensors(infos: list, file: str, label: str, alignment: int, data_size: int,
                 Issue(
                     f"tensor '{name}': innermost dim {dims[0]} is not a multiple of the {dtype} block of {block}",
                     file=label,
+                )
+            )
+            continue
+        if any(d > MAX_INT64 for d in dims):  # GGUF dims are u64; a zero-element tensor may hold any
+            issues.append(
+                Issue(
+                    f"tensor '{name}': a dim of {max(dims):,} is beyond the store's int64 range",
+                    file=label,
+                    expected=f"dims <= {MAX_INT64:,}",
+                    hint="no tensor has such a dim; the header is corrupt",
                 )
             )
             continue

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from archsql.errors import ConfigError, Issue, did_you_mean
+from archsql.ingest import jsonfile
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
@@ -24,11 +25,29 @@ def read_config(path: str | Path) -> dict[str, Any]:
         ) from None
     except OSError as exc:
         raise ConfigError(issues=[Issue(f"cannot read config: {exc.strerror}", file=str(path))]) from None
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            issues=[
+                Issue(
+                    f"config is not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}",
+                    file=str(path),
+                    line=line,
+                    column=column,
+                    hint="JSON files are UTF-8; re-download the config or save it as UTF-8",
+                )
+            ]
+        ) from None
     try:
-        data = json.loads(text)
+        data = jsonfile.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             issues=[Issue(f"config is not valid JSON: {exc.msg}", file=str(path), line=exc.lineno, column=exc.colno)]
+        ) from None
+    except jsonfile.JsonLimitError as exc:
+        raise ConfigError(
+            issues=[Issue(f"config: {exc}", file=str(path), hint="a config.json nests a few levels; is it corrupt?")]
         ) from None
     if not isinstance(data, dict):
         raise ConfigError(

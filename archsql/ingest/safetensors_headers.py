@@ -28,12 +28,13 @@ from typing import Any
 
 from archsql.dtypes import DTYPE_BITS
 from archsql.errors import CheckpointError, Issue, did_you_mean
+from archsql.ingest import jsonfile
 
 MAX_HEADER_BYTES = 100_000_000  # MAX_HEADER_SIZE in tensor.rs
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
-MAX_ISSUES = 50  # per raised error; the rest are counted in one closing line
 _FIELDS = ("dtype", "shape", "data_offsets")
+MAX_INT64 = 2**63 - 1  # dims and offsets are int64 columns of checkpoint_tensors
 
 
 @dataclass
@@ -49,13 +50,11 @@ class FileTensors:
 
 
 def raise_issues(headline: str, issues: list[Issue]) -> None:
-    """Raise one :class:`CheckpointError` with at most ``MAX_ISSUES`` issues shown."""
+    """Raise one :class:`CheckpointError` of all the issues (its message shows the first
+    ``MAX_SHOWN_ISSUES`` and counts the rest)."""
     if not issues:
         return
-    shown = issues[:MAX_ISSUES]
-    if len(issues) > MAX_ISSUES:
-        shown.append(Issue(f"... and {len(issues) - MAX_ISSUES} more problems not shown"))
-    raise CheckpointError(headline, shown)
+    raise CheckpointError(headline, issues)
 
 
 def fail(label: str, message: str, **kw: Any) -> CheckpointError:
@@ -126,13 +125,15 @@ def decode_header(raw: bytes, label: str) -> dict[str, Any]:
             hint="tensor names and metadata must be UTF-8 (safetensors rejects the file too)",
         ) from None
     try:
-        header = json.loads(text)
+        header = jsonfile.loads(text)
     except json.JSONDecodeError as exc:
         raise fail(
             label,
             f"header is not valid JSON: {exc.msg} (header line {exc.lineno}, column {exc.colno})",
             hint="the header is corrupt; re-download the file",
         ) from None
+    except jsonfile.JsonLimitError as exc:
+        raise fail(label, f"header: {exc}", hint="a safetensors header nests 3 levels; the file is corrupt") from None
     if not isinstance(header, dict):
         raise fail(label, "header must be a JSON object", expected="object", got=type(header).__name__)
     return header
@@ -184,11 +185,11 @@ def _entry(name: str, entry: Any, label: str, issues: list[Issue]) -> tuple[Any,
         issues.append(
             Issue(f"tensor '{name}': unknown dtype {dtype!r}", file=label, path=_where(name, "dtype"), hint=hint)
         )
-    shape_ok = type(shape) is list and all(type(d) is int and d >= 0 for d in shape)
+    shape_ok = type(shape) is list and all(type(d) is int and 0 <= d <= MAX_INT64 for d in shape)
     if not shape_ok:
         issues.append(
             Issue(
-                f"tensor '{name}': shape must be a list of non-negative integers",
+                f"tensor '{name}': shape must be a list of integers from 0 to 2**63 - 1 (the store's int64)",
                 file=label,
                 path=_where(name, "shape"),
                 got=json.dumps(shape),
@@ -197,12 +198,12 @@ def _entry(name: str, entry: Any, label: str, issues: list[Issue]) -> tuple[Any,
     if (
         type(offsets) is not list
         or len(offsets) != 2
-        or not all(type(o) is int and o >= 0 for o in offsets)
+        or not all(type(o) is int and 0 <= o <= MAX_INT64 for o in offsets)
         or offsets[0] > offsets[1]
     ):
         issues.append(
             Issue(
-                f"tensor '{name}': data_offsets must be [begin, end] integers with 0 <= begin <= end",
+                f"tensor '{name}': data_offsets must be [begin, end] integers with 0 <= begin <= end < 2**63",
                 file=label,
                 path=_where(name, "data_offsets"),
                 got=json.dumps(offsets),
@@ -305,9 +306,11 @@ def read_weight_map(path: str | Path, label: str | None = None) -> dict[str, str
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(label, f"cannot read the index: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        index = json.loads(text)
+        index = jsonfile.loads(text)
     except json.JSONDecodeError as exc:
         raise fail(label, f"index is not valid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
+    except jsonfile.JsonLimitError as exc:
+        raise fail(label, f"index: {exc}", hint="an index nests 2 levels; the file is corrupt") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise fail(

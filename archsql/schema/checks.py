@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from archsql.errors import Issue, did_you_mean
+from archsql.errors import MAX_SHOWN_ISSUES, Issue, did_you_mean
 from archsql.schema.yamlsrc import LocDict, LocList
 
 
@@ -67,7 +67,10 @@ class Collector:
         allowed = list(allowed)
         for key in obj:
             if key not in allowed:
-                hint = did_you_mean(key, allowed) or f"allowed {what}s: {', '.join(allowed)}"
+                # the closest-name search is for the issues a reader sees (MAX_SHOWN_ISSUES): a
+                # file of a million unknown keys costs one pass, not a million searches
+                near = did_you_mean(key, allowed) if len(self.issues) < MAX_SHOWN_ISSUES else None
+                hint = near or f"allowed {what}s: {', '.join(allowed)}"
                 self.add(obj, key, f"{path}.{key}", f"unknown {what} '{key}'", hint=hint)
         for key in required:
             if key not in obj:

@@ -19,7 +19,7 @@ from typing import Any
 
 import sympy
 
-from archsql.errors import did_you_mean
+from archsql.errors import ConfigError, SpecError, did_you_mean
 
 # Runtime symbols describe a workload, not a model: batch, new tokens this step, context,
 # and v, the image patches a request brings this step (a vision tower's tokens; 0 for text).
@@ -35,6 +35,15 @@ def dim_symbols(dims_table: Mapping[str, dict]) -> dict[str, sympy.Symbol]:
     return syms
 
 
+# Resource bounds: an expression is a short formula over physical sizes, so a few thousand
+# characters, a shallow tree and numbers below 2**128 hold every real spec (the catalog's
+# longest is 145 characters; its largest number is below 2**40) while ``10 ** 10 ** 10`` or
+# a megabyte of nested parentheses is refused at once instead of computing for hours.
+MAX_EXPR_CHARS = 4_000
+MAX_EXPR_DEPTH = 64
+MAX_INT_BITS = 128
+MAX_EXPONENT = 128
+
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
@@ -46,8 +55,47 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
 }
 
 
-class ExprSyntaxError(ValueError):
-    """Raised with a human message; callers attach the location."""
+class ExprSyntaxError(SpecError):
+    """Raised with a human message; callers attach the location.  A :class:`SpecError` (so a
+    ``ValueError`` too): where no caller locates it, the CLI still prints it as a user error."""
+
+
+class MissingConfigKey(ConfigError):
+    """A binding read a config key that is absent; ``args`` = (dotted key, did-you-mean hint)
+    for the callers that name the config file."""
+
+    def __init__(self, key: str, hint: str | None):
+        self.message = f"config key '{key}' is missing" + (f"; {hint}" if hint else "")
+        super().__init__(self.message)
+        self.args = (key, hint)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _too_big(value: int) -> bool:
+    return abs(value).bit_length() > MAX_INT_BITS
+
+
+def _check_int(value: Any, what: str) -> None:
+    if isinstance(value, int) and _too_big(value):
+        raise ExprSyntaxError(
+            f"{what} is out of range: a {abs(value).bit_length()}-bit number, above 2**{MAX_INT_BITS}; "
+            "an expression's numbers are physical sizes"
+        )
+
+
+def _check_power(base: Any, exponent: Any, text: str) -> None:
+    """Refuse ``a ** b`` whose integer result would exceed 2**MAX_INT_BITS before computing it."""
+    if isinstance(exponent, int) and abs(exponent) > MAX_EXPONENT and isinstance(base, int) and abs(base) > 1:
+        raise ExprSyntaxError(f"exponent {exponent} in {text!r} is out of range (at most {MAX_EXPONENT})")
+    if isinstance(exponent, int) and exponent > 0 and isinstance(base, int):
+        bits = (abs(base).bit_length() - 1) * exponent
+        if bits > MAX_INT_BITS:
+            raise ExprSyntaxError(
+                f"{text!r} is out of range: about 2**{bits}, above 2**{MAX_INT_BITS}; "
+                "an expression's numbers are physical sizes"
+            )
 
 
 class _Missing:
@@ -74,11 +122,30 @@ def _parse(text: str) -> ast.expr:
             else type(text).__name__
         )
         raise ExprSyntaxError(f"expected an expression string or number, got {kind}")
+    if len(text) > MAX_EXPR_CHARS:
+        raise ExprSyntaxError(
+            f"expression of {len(text):,} characters is too long (at most {MAX_EXPR_CHARS:,}): {text[:40]!r}…"
+        )
+    if "\x00" in text:
+        raise ExprSyntaxError(f"expression {text[:40]!r} contains a NUL character")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExprSyntaxError(f"cannot parse expression {text!r}: {exc.msg}") from None
+        raise ExprSyntaxError(f"cannot parse expression {text[:80]!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):  # nesting beyond the parser's stack
+        raise ExprSyntaxError(f"expression {text[:40]!r}… is nested too deeply to parse") from None
+    _check_depth(tree.body, text)
     return tree.body
+
+
+def _check_depth(tree: ast.AST, text: str) -> None:
+    """Refuse trees deeper than MAX_EXPR_DEPTH (the walks below recurse once per level)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_EXPR_DEPTH:
+            raise ExprSyntaxError(f"expression {text[:40]!r}… is nested more than {MAX_EXPR_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 def expr_names(text: str) -> set[str]:
@@ -105,6 +172,9 @@ def parse_dim_expr(text: str | int, symbols: Mapping[str, sympy.Expr]) -> sympy.
 
     def walk(node: ast.AST) -> sympy.Expr:
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+            if isinstance(node.value, float) and not math.isfinite(node.value):
+                raise ExprSyntaxError(f"number {ast.unparse(node)} is out of range")
+            _check_int(node.value, f"number {ast.unparse(node)}")
             return sympy.Integer(node.value) if isinstance(node.value, int) else sympy.Rational(str(node.value))
         if isinstance(node, ast.Name):
             if node.id in symbols:
@@ -113,13 +183,35 @@ def parse_dim_expr(text: str | int, symbols: Mapping[str, sympy.Expr]) -> sympy.
             raise ExprSyntaxError(f"unknown dim '{node.id}'" + (f"; {hint}" if hint else ""))
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             left, right = walk(node.left), walk(node.right)
-            if isinstance(node.op, ast.FloorDiv):
-                return sympy.floor(left / right)
-            return _BINOPS[type(node.op)](left, right)
+            if isinstance(node.op, ast.Pow):
+                # a symbolic exponent would be computed once the dims are bound: only constants
+                if not (right.is_Integer and abs(int(right)) <= MAX_EXPONENT):
+                    raise ExprSyntaxError(
+                        f"exponent in {ast.unparse(node)!r} must be an integer constant "
+                        f"between -{MAX_EXPONENT} and {MAX_EXPONENT}, got {right}"
+                    )
+                if left.is_Integer:
+                    _check_power(int(left), int(right), ast.unparse(node))
+            try:
+                if isinstance(node.op, ast.FloorDiv):
+                    result = sympy.floor(left / right)
+                else:
+                    result = _BINOPS[type(node.op)](left, right)
+            except ZeroDivisionError:
+                raise ExprSyntaxError(f"{ast.unparse(node)!r} divides by zero") from None
+            return _finite(result, node)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -walk(node.operand)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DIM_FUNCS:
-            return _DIM_FUNCS[node.func.id](*(walk(a) for a in node.args))
+            name, args = node.func.id, [walk(a) for a in node.args]
+            arity_ok = len(args) == 1 if name in ("ceil", "floor") else len(args) >= 1
+            if node.keywords or not arity_ok:
+                want = "one argument" if name in ("ceil", "floor") else "one or more arguments"
+                raise ExprSyntaxError(f"{name}() takes {want}: {ast.unparse(node)!r}")
+            try:
+                return _finite(_DIM_FUNCS[name](*args), node)
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                raise ExprSyntaxError(f"cannot evaluate {ast.unparse(node)!r}: {exc}") from None
         raise ExprSyntaxError(
             f"unsupported syntax {ast.unparse(node)!r} in dim expression; "
             "use dims, integers, + - * / // **, min(), max(), ceil(), floor()"
@@ -128,11 +220,21 @@ def parse_dim_expr(text: str | int, symbols: Mapping[str, sympy.Expr]) -> sympy.
     return walk(tree)
 
 
+def _finite(value: sympy.Expr, node: ast.AST) -> sympy.Expr:
+    """A dim expression's value: no division by zero (sympy's zoo/nan/oo), numbers in range."""
+    if value.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+        raise ExprSyntaxError(f"{ast.unparse(node)!r} divides by zero or is not finite")
+    if value.is_Rational and (_too_big(int(value.p)) or _too_big(int(value.q))):
+        _check_int(int(value.p) if _too_big(int(value.p)) else int(value.q), repr(ast.unparse(node)))
+    return value
+
+
 def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
     """Evaluate a model dim binding against ``config`` (the parsed config.json).
 
-    Raises ``KeyError(message)`` for an absent config key (message carries a did-you-mean)
-    and ``ExprSyntaxError`` for unsupported syntax or wrong types.
+    Raises :class:`MissingConfigKey` (a ``KeyError``: args = key, did-you-mean) for an absent
+    config key and ``ExprSyntaxError`` for unsupported syntax, wrong types, division by zero
+    and numbers out of range (every bound above).
     """
     if isinstance(text, bool):
         return int(text)
@@ -160,6 +262,7 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
             if isinstance(node.value, bool):
                 return int(node.value)
             if node.value is None or isinstance(node.value, int | float):
+                _check_int(node.value, f"number {ast.unparse(node)}")
                 return node.value
         if isinstance(node, ast.Name) and node.id in ("True", "False"):
             return int(node.id == "True")
@@ -191,9 +294,20 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
                 return int(ops[type(node.ops[0])]())
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             left, right = _num(walk(node.left)), _num(walk(node.right))
-            value = _BINOPS[type(node.op)](left, right)
-            if isinstance(node.op, ast.Div) and float(value).is_integer():
+            if isinstance(node.op, ast.Pow):
+                _check_power(left, right, ast.unparse(node))
+            try:
+                value = _BINOPS[type(node.op)](left, right)
+            except ZeroDivisionError:
+                divisor = "" if isinstance(node.right, ast.Constant) else f" ({ast.unparse(node.right)} is 0)"
+                raise ExprSyntaxError(f"'{ast.unparse(node)}' divides by zero{divisor}") from None
+            except (OverflowError, ValueError, TypeError) as exc:
+                raise ExprSyntaxError(f"cannot evaluate '{ast.unparse(node)}': {exc}") from None
+            if isinstance(value, complex):  # a negative number to a fractional power
+                raise ExprSyntaxError(f"'{ast.unparse(node)}' is not a real number")
+            if isinstance(node.op, ast.Div) and math.isfinite(value) and float(value).is_integer():
                 value = int(value)
+            _check_int(value, f"'{ast.unparse(node)}'")
             return value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -_num(walk(node.operand))
@@ -208,8 +322,13 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             args = [walk(a) for a in node.args]
             funcs = {"len": len, "min": min, "max": max, "ceil": math.ceil, "int": int}
-            if node.func.id in funcs:
-                return funcs[node.func.id](*args)
+            if node.func.id in funcs and not node.keywords:
+                try:
+                    value = funcs[node.func.id](*args)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise ExprSyntaxError(f"cannot evaluate '{ast.unparse(node)}': {exc}") from None
+                _check_int(value, f"'{ast.unparse(node)}'")
+                return value
         raise ExprSyntaxError(
             f"unsupported syntax {ast.unparse(node)!r} in binding; use config.<key>, numbers, "
             "arithmetic, 'a or b', 'x if cond else y', len(), config.<list>[i]"
@@ -217,7 +336,7 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
 
     def _present(value: Any, node: ast.AST) -> Any:
         if isinstance(value, _Missing):
-            raise KeyError(value.key, value.hint)
+            raise MissingConfigKey(value.key, value.hint)
         return int(value) if isinstance(value, bool) else value
 
     return walk(tree)

@@ -554,10 +554,21 @@ def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ..
     if not isinstance(data, dict) or "extends" not in data:
         return data
     parent = data["extends"]
+    if not isinstance(parent, str) or not parent or any(c in parent for c in "/\\\x00") or parent in (".", ".."):
+        col.add(
+            data,
+            "extends",
+            "$.extends",
+            "extends names a model by its name (the stem of a .yaml file next to this one or in the catalog)",
+            expected="a model name",
+            got=type_name(parent),
+            value=True,
+        )
+        return data
     base_path = path.with_name(f"{parent}.yaml")
-    if isinstance(parent, str) and not base_path.exists() and (_CATALOG_MODELS / f"{parent}.yaml").exists():
+    if not base_path.exists() and (_CATALOG_MODELS / f"{parent}.yaml").exists():
         base_path = _CATALOG_MODELS / f"{parent}.yaml"  # a derived model outside the catalog extends a catalog model
-    if not isinstance(parent, str) or not base_path.exists():
+    if not base_path.exists():
         col.add(
             data,
             "extends",
