@@ -137,10 +137,13 @@ op_terms as (
 
 -- the link traffic of collectives and pipeline sends (messages, kinds, nodes crossed):
 -- int_device_comm_terms
+-- (a pipeline send is no node: it crosses its boundary in every deployment that has one)
 comm_terms as (
     select c.*
     from int_device_comm_terms as c
-    inner join loaded as r on r.model = c.model and r.deployment = c.deployment and r.phase = c.phase and r.uid = c.uid
+    left join loaded as r on r.model = c.model and r.deployment = c.deployment and r.phase = c.phase and r.uid = c.uid
+    left join nodes as n on n.model = c.model and n.uid = c.uid
+    where r.uid is not null or n.uid is null
 )
 
 select * from op_terms

@@ -2,17 +2,17 @@
 with
 
 -- one forward's work times the forwards a step runs (1; a multi-token-prediction op of a
--- drafting deployment k per decode step: int_deployment_nodes)
+-- drafting deployment k per decode step: int_deployment_nodes; a pipeline send, no node, 1)
 values_ as (
     select
         v.* exclude (cache_bytes, output_bytes, flops, hbm_bytes, comm_bytes, scaleout_bytes),
-        r.runs,
-        v.flops * r.runs as flops,
-        v.hbm_bytes * r.runs as bytes,
-        v.comm_bytes * r.runs as comm_bytes,
-        v.scaleout_bytes * r.runs as scaleout_bytes
+        coalesce(r.runs, 1) as runs,
+        v.flops * coalesce(r.runs, 1) as flops,
+        v.hbm_bytes * coalesce(r.runs, 1) as bytes,
+        v.comm_bytes * coalesce(r.runs, 1) as comm_bytes,
+        v.scaleout_bytes * coalesce(r.runs, 1) as scaleout_bytes
     from int_device_op_values as v
-    inner join int_deployment_nodes as r
+    left join int_deployment_nodes as r
         on r.model = v.model and r.deployment = v.deployment and r.phase = v.phase and r.uid = v.uid
 ),
 
