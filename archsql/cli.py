@@ -428,7 +428,8 @@ def _mesh_axis_options(command):
     "--weights",
     default="bf16",
     show_default=True,
-    help="Weight dtypes, ','-separated; stored as the precision profile of that name (fp4: nvfp4), scales included.",
+    help="Weight dtypes, ','-separated; stored as the precision profile of that name (fp4: nvfp4), scales "
+    "included; native: as the checkpoint ships them (FP8 blocks, MXFP4, BF16, per model).",
 )
 @click.option("--kv", default="bf16", show_default=True, help="KV-cache dtypes, ','-separated.")
 @click.option("--phase", type=click.Choice(PHASES), default="decode", show_default=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from archsql.errors import QueryError
+from archsql.evaluator.storage import NATIVE
 from archsql.schema.parallel import MESH_AXES, SPANS
 
 # the degree of every mesh axis, in MESH_AXES order
@@ -44,8 +45,10 @@ where s.model = ? and s.deployment like 'sweep:%' and s.workload like 'sweep:%'
 order by s.deployment, s.workload
 """
 
-# weight dtype of a sweep → the precision profile its weights are stored in
-WEIGHT_PROFILES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "nvfp4"}
+# weight dtype of a sweep → the precision profile its weights are stored in; 'native': as the
+# checkpoint ships them (each model's own format, read from its config), with no one matmul
+# dtype (deployments.weight_dtype null: each quantized weight's matmul in its stored element)
+WEIGHT_PROFILES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "nvfp4", NATIVE: NATIVE}
 # the axes a sweep tries degrees of; each of the others takes what its span leaves
 SWEPT_AXES = tuple(a for a in MESH_AXES if a.sweep is not None)
 
@@ -114,7 +117,7 @@ def _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds) -> l
             "gpu": gpu,
             "gpus": n,
             "cp_kind": kind,
-            "weight_dtype": w,
+            "weight_dtype": None if w == NATIVE else w,
             "act_dtype": "bf16",
             "kv_dtype": k,
             "usable_memory_fraction": usable_memory_fraction,

@@ -303,7 +303,10 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("gpus", pa.int64()),  # GPUs in the deployment
             ("cp_kind", pa.string()),  # 'ulysses' (head all-to-all) | 'ring' (K/V passed around) | 'none' (cp 1)
             ("nodes", pa.int64()),  # nodes the GPUs span; null: ceil(gpus / the GPU's scale-up domain)
-            ("weight_dtype", pa.string()),  # a dtypes.dtype
+            # the dtypes.dtype the matmuls by quantized weights run in; null: each in the dtype of
+            # its own stored elements (fp8 for FP8 blocks, fp4 for MXFP4) — a 'native' deployment,
+            # whose quantized format differs from model to model
+            ("weight_dtype", pa.string()),
             ("act_dtype", pa.string()),
             ("kv_dtype", pa.string()),
             # of GPU memory, the rest is reserve; null: the default of the deployment's framework
@@ -313,6 +316,13 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             # precision profile (archsql/specs/quant/profiles: bf16, fp8, nvfp4, mxfp4); per-device
             # weight bytes count each stored tensor of it (data, scales, ...) through the layouts
             ("weight_profile", pa.string()),
+            # draft tokens proposed per decode step by the model's own multi-token-prediction
+            # (MTP) stack (vLLM speculative_config num_speculative_tokens, method mtp; SGLang
+            # speculative_num_steps).  Null or 0: the MTP stack is not loaded (not in device
+            # memory, not run).  k > 0: its weights are held (its embedding and head are the
+            # target model's, counted once) and it runs k forwards per decode step, one per
+            # prefill step (docs/pricing.md "MTP weights and draft steps")
+            ("speculative_tokens", pa.int64()),
         ]
     ),
     # serving frameworks and how each sizes the memory it may fill (weights + caches +

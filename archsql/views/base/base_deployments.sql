@@ -9,5 +9,6 @@ select
     act_dtype,
     kv_dtype,
     usable_memory_fraction,
-    weight_profile
+    weight_profile,
+    speculative_tokens
 from deployments

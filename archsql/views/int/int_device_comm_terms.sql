@@ -25,7 +25,6 @@ nodes as (
         uid,
         role
     from base_nodes
-    where in_base_model
 ),
 
 instances as (

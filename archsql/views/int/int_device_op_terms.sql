@@ -34,7 +34,7 @@ streamed_weights as (
         uid,
         sum(bytes) as bytes
     from int_device_weights
-    where in_base_model and streamed
+    where streamed
     group by model, deployment, uid
 ),
 

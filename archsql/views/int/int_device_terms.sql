@@ -20,7 +20,16 @@ nodes as (
         op,
         role
     from base_nodes
-    where in_base_model
+),
+
+-- the nodes each deployment runs in each phase (the base model; MTP nodes where it drafts)
+loaded as (
+    select
+        model,
+        deployment,
+        phase,
+        uid
+    from int_deployment_nodes
 ),
 
 groups as (
@@ -120,6 +129,7 @@ op_terms as (
     inner join nodes as n on n.model = t.model and n.uid = t.uid
     inner join instances as i on i.model = t.model and i.uid = t.uid
     cross join (select distinct deployment from groups) as d
+    inner join loaded as r on r.model = t.model and r.deployment = d.deployment and r.phase = t.phase and r.uid = t.uid
     left join node_divisors as own
         on own.model = t.model and own.phase = t.phase and own.uid = t.uid and own.deployment = d.deployment
         and own.scope = case t.quantity
@@ -139,9 +149,13 @@ op_terms as (
 
 -- the link traffic of collectives and pipeline sends (messages, kinds, nodes crossed):
 -- int_device_comm_terms
+-- (a pipeline send is no node: it crosses its boundary in every deployment that has one)
 comm_terms as (
-    select *
-    from int_device_comm_terms
+    select c.*
+    from int_device_comm_terms as c
+    left join loaded as r on r.model = c.model and r.deployment = c.deployment and r.phase = c.phase and r.uid = c.uid
+    left join nodes as n on n.model = c.model and n.uid = c.uid
+    where r.uid is not null or n.uid is null
 )
 
 select * from op_terms

@@ -1,4 +1,5 @@
--- The share of every base-model node's copies each pipeline stage holds, in every deployment.
+-- The share of every node's copies each pipeline stage holds, in every deployment (a
+-- multi-token-prediction node, held where the deployment drafts with it, on the last stage).
 with recursive
 
 deployments as (
@@ -16,6 +17,15 @@ nodes as (
         template
     from base_nodes
     where in_base_model
+),
+
+-- multi-token-prediction nodes: they read the last hidden state, so they sit with the head
+drafts as (
+    select
+        model,
+        uid
+    from base_nodes
+    where not in_base_model
 ),
 
 collectives as (
@@ -101,10 +111,23 @@ outside as (
     where n.stack is null
 ),
 
+mtp as (
+    select
+        n.model,
+        d.deployment,
+        n.uid,
+        d.pp - 1 as stage,
+        1.0 as share
+    from drafts as n
+    cross join deployments as d
+),
+
 shares as (
     select * from in_stacks
     union all by name
     select * from outside
+    union all by name
+    select * from mtp
 )
 
 select

@@ -26,12 +26,16 @@ degrees as (
     from int_deployment_degrees
 ),
 
-nodes as (
-    select
+-- the nodes whose weights each deployment holds: the base model, and the multi-token-
+-- prediction stack where the deployment drafts with it, less its embedding and head (the
+-- target model's tables, held once)
+held as (
+    select distinct
         model,
-        uid,
-        in_base_model
-    from base_nodes
+        deployment,
+        uid
+    from int_deployment_nodes
+    where holds_weights
 ),
 
 -- the pipeline stage of each node's copies (one stage, share 1, without pp)
@@ -45,7 +49,7 @@ shares as (
     from int_pipeline_shares
 ),
 
--- every stored tensor of the base model (data, scales, buffers) as a device of each stage holds it
+-- every stored tensor of the held nodes (data, scales, buffers) as a device of each stage holds it
 weights as (
     select
         s.model,
@@ -53,9 +57,8 @@ weights as (
         p.stage,
         sum(s.total_bytes * p.share) as bytes
     from int_device_storage as s
-    inner join (select distinct model, uid, in_base_model from nodes) as n on n.model = s.model and n.uid = s.uid
+    inner join held as h on h.model = s.model and h.deployment = s.deployment and h.uid = s.uid
     inner join shares as p on p.model = s.model and p.deployment = s.deployment and p.uid = s.uid
-    where n.in_base_model
     group by s.model, s.deployment, p.stage
 ),
 

@@ -1,9 +1,19 @@
 -- Speed of light of every op on one device, for every model × deployment × workload.
 with
 
+-- one forward's work times the forwards a step runs (1; a multi-token-prediction op of a
+-- drafting deployment k per decode step: int_deployment_nodes; a pipeline send, no node, 1)
 values_ as (
-    select * exclude (cache_bytes, output_bytes) rename (hbm_bytes as bytes)
-    from int_device_op_values
+    select
+        v.* exclude (cache_bytes, output_bytes, flops, hbm_bytes, comm_bytes, scaleout_bytes),
+        coalesce(r.runs, 1) as runs,
+        v.flops * coalesce(r.runs, 1) as flops,
+        v.hbm_bytes * coalesce(r.runs, 1) as bytes,
+        v.comm_bytes * coalesce(r.runs, 1) as comm_bytes,
+        v.scaleout_bytes * coalesce(r.runs, 1) as scaleout_bytes
+    from int_device_op_values as v
+    left join int_deployment_nodes as r
+        on r.model = v.model and r.deployment = v.deployment and r.phase = v.phase and r.uid = v.uid
 ),
 
 deployments as (
@@ -27,16 +37,27 @@ op_math as (
 -- the nodes whose weight a profile stores quantized (FP8 blocks, NVFP4, ...): their matmuls
 -- run in the deployment's matmul dtype, the activations quantized to match; the weights a
 -- profile leaves unquantized (routers, lm_head, embeddings in the fp8 profile) run in the
--- act dtype
+-- act dtype.  A deployment without a matmul dtype (weight_dtype null: 'native', the format
+-- differing per model) runs each in the dtype of its stored elements: the dtypes row as wide
+-- as a stored element (storage bits / packing: 8 → fp8, 4 → fp4)
 quantized as (
     select
         model,
         profile,
         uid,
-        bool_or(scheme <> 'none') as quantized
+        bool_or(scheme <> 'none') as quantized,
+        min(bits / packing) filter (where scheme <> 'none') as element_bits
     from int_storage_bytes
     where part = 'data'
     group by model, profile, uid
+),
+
+element_dtypes as (
+    select
+        dtype,
+        bytes * 8 as bits
+    from base_dtypes
+    where dtype in ('fp8', 'fp4')
 ),
 
 -- the dtype each op's FLOPs run in; null: not tensor-core work, and the GPU table has no
@@ -47,13 +68,14 @@ typed as (
         d.gpu,
         m.math_class,
         case m.math_class
-            when 'weight_gemm' then case when coalesce(q.quantized, false) then d.weight_dtype else d.act_dtype end
+            when 'weight_gemm' then case when coalesce(q.quantized, false) then coalesce(d.weight_dtype, e.dtype) else d.act_dtype end
             when 'activation_gemm' then d.act_dtype
         end as math_dtype
     from values_ as v
     inner join deployments as d on d.deployment = v.deployment
     left join op_math as m on m.op = v.op
     left join quantized as q on q.model = v.model and q.profile = d.weight_profile and q.uid = v.uid
+    left join element_dtypes as e on e.bits = q.element_bits
 ),
 
 gpus as (
@@ -122,6 +144,7 @@ select
     uid,
     op,
     role,
+    runs,
     flops,
     bytes,
     comm_bytes,
