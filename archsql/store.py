@@ -9,7 +9,7 @@ it was.  ``connect`` opens an existing store and says how to build one when ther
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -189,6 +189,14 @@ def insert_deployments(
     insert_rows(con, "deployment_mesh", meshes)
     if frameworks:
         insert_rows(con, "deployment_frameworks", frameworks)
+
+
+def keep_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """Remove every deployment not in ``names`` (its mesh and framework rows with it): a store
+    whose views answer only the deployments a question is about."""
+    keep = sorted(set(names))
+    for table in ("deployment_mesh", "deployment_frameworks", "deployments"):
+        con.execute(f"delete from {table} where deployment not in (select unnest(?::varchar[]))", [keep])
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[str, object]]) -> None:

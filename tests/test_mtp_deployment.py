@@ -14,10 +14,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from archsql.store import insert_deployments
+from archsql.store import insert_deployments, keep_deployments
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 MODELS = ("DeepSeek-V3", "gpt-oss-120b", "Meta-Llama-3.1-8B")  # one store with tests/test_native_weights.py
+
+
+DRAFTED = ("1xH200-wnative", "1xH200-single", "8xH200-tp8-ep8-wnative")  # the deployments asked about
 
 
 def _cfg() -> dict:
@@ -30,12 +33,13 @@ def con(store_of, tmp_path_factory):
     db = tmp_path_factory.mktemp("mtp") / "store.duckdb"
     shutil.copy(store_of(*MODELS), db)
     c = duckdb.connect(str(db))
-    for like in ("1xH200-wnative", "1xH200-single", "8xH200-tp8-ep8-wnative"):
+    for like in DRAFTED:
         insert_deployments(
             c,
             [{"deployment": f"{like}-mtp{k}", "speculative_tokens": k} for k in (1, 2)],
             like=like,
         )
+    keep_deployments(c, [d for like in DRAFTED for d in (like, f"{like}-mtp1", f"{like}-mtp2")])
     yield c
     c.close()
 

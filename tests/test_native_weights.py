@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from archsql.cli import cli
+from archsql.store import keep_deployments
 from tests.conftest import load_inventory
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
@@ -176,6 +177,8 @@ def test_sweep_weights_native(db, tmp_path):
     weights are the hand-derived native bytes above."""
     store = tmp_path / "store.duckdb"
     shutil.copy(db, store)
+    with duckdb.connect(str(store)) as c:
+        keep_deployments(c, [])  # the sweep's own grid only
     expected = {
         "DeepSeek-V3": _deepseek_v3_native_bytes(_cfg("deepseek-ai__DeepSeek-V3.json")),
         "gpt-oss-120b": sum(_gpt_oss_native_bytes(_cfg("openai__gpt-oss-120b.json")).values()),
