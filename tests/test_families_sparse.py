@@ -120,8 +120,8 @@ def test_dsa_decode_attention_is_capped_at_index_topk_while_the_indexer_grows(v3
         V3.2 − V3 = indexer_per_token + indexer_per_pair·c − per_key·(c − min(c, topk))."""
     z = _dsa_sizes(_cfg("deepseek-ai__DeepSeek-V3.2.json"))
     assert (z["hi"], z["di"], z["topk"]) == (64, 128, 2048)
-    components = {r["component"] for r in v32.tables["nodes"].to_pylist() if r["phase"] == "decode"}
-    assert "mla_dsa_attention_absorbed" in components and "mla_dsa_attention" not in components
+    components = {r["component"] for r in v32.tables["nodes"].to_pylist() if r["role"] == "attention"}
+    assert components == {"mla_dsa_attention"}  # one (absorbed) form in both phases
     per_key = 2 * z["h"] * (z["kv_lora"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["kv_lora"]
     sparse_ops = ("sparse_attention_score", "sparse_softmax", "sparse_attention_apply")
     sparse = _flops(v32, "decode", lambda r: r.node.op in sparse_ops).xreplace({B: 1, S: 1})
@@ -141,17 +141,27 @@ def test_dsa_decode_attention_is_capped_at_index_topk_while_the_indexer_grows(v3
 def test_dsa_prefill_pairs_are_window_pairs_of_index_topk(v3, v32):
     """A fresh prefill of s tokens (c = s): query j attends min(j, index_topk) keys, the same
     sum as a window (window_pairs(s, s, topk)); the indexer scores all s(s+1)/2 causal pairs.
-    Prefill runs the naive MLA form: per attended key 2·h·(nope + rope) + 5·h + 2·h·v."""
+    DSA prefills in MLA's absorbed form (the sparse kernel's MQA over the latent), V3 in the
+    expanded form, so per attended key DSA costs 2·h·(kv_lora + rope) + 5·h + 2·h·kv_lora and
+    V3 2·h·(nope + rope) + 5·h + 2·h·v.  The per-token matmuls are equal: V3's kv_b_proj
+    on the latent (2·kv_lora·h·(nope + v)) is exactly DSA's q·W_UK (2·h·nope·kv_lora) plus
+    the output's ·W_UV (2·h·kv_lora·v)."""
     z = _dsa_sizes(_cfg("deepseek-ai__DeepSeek-V3.2.json"))
     s = 5000
     pairs = sum(min(j, z["topk"]) for j in range(1, s + 1))
     assert pairs == window_pairs_int(s, s, z["topk"])
     causal = s * (s + 1) // 2
-    per_key = 2 * z["h"] * (z["nope"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["v"]
+    per_key_absorbed = 2 * z["h"] * (z["kv_lora"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["kv_lora"]
+    per_key_expanded = 2 * z["h"] * (z["nope"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["v"]
+    assert (
+        2 * z["kv_lora"] * z["h"] * (z["nope"] + z["v"])
+        == 2 * z["h"] * z["nope"] * z["kv_lora"] + 2 * z["h"] * z["kv_lora"] * z["v"]
+    )
     point = {B: 1, S: s, C: s}
     dsa = _flops(v32, "prefill", _attention).xreplace(point)
     mla = _flops(v3, "prefill", _attention).xreplace(point)
-    expected = _indexer_per_token(z) * s + _indexer_per_pair(z) * causal - per_key * (causal - pairs)
+    expected = _indexer_per_token(z) * s + _indexer_per_pair(z) * causal + per_key_absorbed * pairs
+    expected -= per_key_expanded * causal
     assert dsa - mla == z["layers"] * expected
 
 
