@@ -200,21 +200,23 @@ def test_dsa_index_cache_adds_index_head_dim_per_token_per_layer(model, config):
     assert {"DeepSeek-V3.2": 42_944, "GLM-5": 54_912}[model] == per_layer * cfg["num_hidden_layers"]
 
 
-@pytest.mark.parametrize(("context", "expected_bytes"), [(32768, 655_622_144), (1024, 87_949_312)])
+@pytest.mark.parametrize(("context", "expected_bytes"), [(32768, 407_764_992), (1024, 80_203_776)])
 def test_dsa_decode_reads_the_selected_latents_and_every_index_key(catalog_db, tmp_path, context, expected_bytes):
-    """One DeepSeek-V3.2 decode step (batch 1, BF16) at context c reads, in each of the 61
-    layers: the latent (kv_lora_rank 512) and rope key (qk_rope_head_dim 64) of the
-    min(c, index_topk = 2048) positions its top-k selected, and the index key
-    (index_head_dim 128) of all c positions, which the lightning indexer scores:
-      c = 32768: (2048 × (512 + 64) + 32768 × 128) × 61 = (1,179,648 + 4,194,304) × 61
-                 = 327,811,072 elements = 655,622,144 bytes — a fifth of the 1,407,188,992
-                 elements the cache holds ((512 + 64 + 128) × 32768 × 61);
-      c = 1024 (below index_topk, every position selected): (1024 × 576 + 1024 × 128) × 61
-                 = 43,974,656 elements = 87,949,312 bytes, the whole cache."""
+    """One DeepSeek-V3.2 decode step (batch 1, kv dtype BF16) at context c reads, in each of
+    the 61 layers: the latent (kv_lora_rank 512) and rope key (qk_rope_head_dim 64) of the
+    min(c, index_topk = 2048) positions its top-k selected, in BF16, and the index key
+    (index_head_dim 128, stored FP8 + one FP32 scale per 128: 132 B) of all c positions,
+    which the lightning indexer scores:
+      c = 32768: (2048 × 576 × 2 + 32768 × 132) × 61 = (2,359,296 + 4,325,376) × 61
+                 = 407,764,992 bytes — a sixth of the 2,566,520,832 bytes the cache holds
+                 ((576 × 2 + 132) × 32768 × 61);
+      c = 1024 (below index_topk, every position selected): (1024 × 1152 + 1024 × 132) × 61
+                 = 80,203,776 bytes, the whole cache."""
     cfg = _cfg("deepseek-ai__DeepSeek-V3.2.json")
-    selected = min(context, cfg["index_topk"]) * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
-    per_layer = selected + context * cfg["index_head_dim"]
-    assert 2 * per_layer * cfg["num_hidden_layers"] == expected_bytes
+    index_key = cfg["index_head_dim"] * 1 + cfg["index_head_dim"] // 128 * 4
+    selected = min(context, cfg["index_topk"]) * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 2
+    per_layer = selected + context * index_key
+    assert per_layer * cfg["num_hidden_layers"] == expected_bytes
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
@@ -224,7 +226,9 @@ def test_dsa_decode_reads_the_selected_latents_and_every_index_key(catalog_db, t
         "where model = 'DeepSeek-V3.2' and workload = 'probe' and dtype = 'bf16'"
     ).fetchone()
     con.close()
-    whole = 2 * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] + cfg["index_head_dim"]) * context * 61
+    # the cache held: latent + rope key in the kv dtype (BF16), the index key in FP8 with one
+    # FP32 scale per 128, read in the same bytes
+    whole = (2 * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) + index_key) * context * 61
     assert got == (expected_bytes, whole)
     assert (expected_bytes < whole) == (context > cfg["index_topk"])
 
