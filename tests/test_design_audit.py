@@ -178,7 +178,9 @@ def test_real_configs_deepseek_v3_to_v32_changes_the_attention_pattern(root):
     assert judged.single_variable and judged.benchmark == "attention_access"
     assert judged.decision == "tune" and judged.evidence_level == "checkpoint_config_audit"
     v32 = json.loads((CONFIGS_DIR / "deepseek-ai__DeepSeek-V3.2.json").read_text())
-    assert row(judged, "kv_bytes_per_token")["delta"] == v32["num_hidden_layers"] * v32["index_head_dim"] * BF16
+    # the index-key cache: FP8 + one FP32 scale per 128 elements per token and layer
+    index_key = v32["index_head_dim"] * 1 + v32["index_head_dim"] // 128 * 4
+    assert row(judged, "kv_bytes_per_token")["delta"] == v32["num_hidden_layers"] * index_key
 
 
 def test_cards_are_rows(card, root):

@@ -84,7 +84,9 @@ def test_sliding_window_cache_is_capped(comparison):
 def test_mla_and_dsa_caches(comparison):
     v3, v32 = config("deepseek-ai__DeepSeek-V3.json"), config("deepseek-ai__DeepSeek-V3.2.json")
     mla = (v3["kv_lora_rank"] + v3["qk_rope_head_dim"]) * BF16
-    dsa = (v32["kv_lora_rank"] + v32["qk_rope_head_dim"] + v32["index_head_dim"]) * BF16
+    # the index key is stored FP8 + one FP32 scale per 128 whatever the kv dtype (docs/pricing.md)
+    index_key = v32["index_head_dim"] * 1 + v32["index_head_dim"] // 128 * 4
+    dsa = (v32["kv_lora_rank"] + v32["qk_rope_head_dim"]) * BF16 + index_key
     for (ctx, a), b in zip(rows_of(comparison, REFS[1]).items(), rows_of(comparison, REFS[2]).values(), strict=True):
         assert a["cache_bytes_per_request"] == mla * ctx
         assert b["cache_bytes_per_request"] == dsa * ctx
@@ -102,14 +104,16 @@ def test_recurrent_state_is_flat(comparison):
     q = config("Qwen__Qwen3.5-27B.json")["text_config"]
     conv_channels = 2 * q["linear_num_key_heads"] * q["linear_key_head_dim"]
     conv_channels += q["linear_num_value_heads"] * q["linear_value_head_dim"]
-    delta = conv_channels * (q["linear_conv_kernel_dim"] - 1)
-    delta += q["linear_num_value_heads"] * q["linear_key_head_dim"] * q["linear_value_head_dim"]
+    # conv states in the act dtype (BF16 here), recurrent / SSM states in FP32 (4 B)
+    delta = conv_channels * (q["linear_conv_kernel_dim"] - 1) * BF16
+    delta += q["linear_num_value_heads"] * q["linear_key_head_dim"] * q["linear_value_head_dim"] * 4
     n = config("nvidia__Nemotron-H-56B-Base-8K.json")
     xbc = n["mamba_num_heads"] * n["mamba_head_dim"] + 2 * n["n_groups"] * n["ssm_state_size"]
-    mamba = xbc * (n["conv_kernel"] - 1) + n["mamba_num_heads"] * n["mamba_head_dim"] * n["ssm_state_size"]
-    for label, elements in ((REFS[4], delta), (REFS[5], mamba)):
+    mamba = xbc * (n["conv_kernel"] - 1) * BF16
+    mamba += n["mamba_num_heads"] * n["mamba_head_dim"] * n["ssm_state_size"] * 4
+    for label, state_bytes in ((REFS[4], delta), (REFS[5], mamba)):
         rows = rows_of(comparison, label)
-        assert {r["cache_bytes_per_request"] for r in rows.values()} == {elements * BF16}
+        assert {r["cache_bytes_per_request"] for r in rows.values()} == {state_bytes}
         assert {r["cache_growth"] for r in rows.values()} == {"state"}
         assert {r["cache_bytes_per_token"] for r in rows.values()} == {0}
 

@@ -22,26 +22,45 @@ INDEXER = {
     "index_scores",
     "index_topk",
 }
+ABSORBED = {"latent", "q_absorbed", "attn_latent"}  # MLA's absorbed-form nodes
+EXPANDED = {"kv_b_proj", "kv_heads", "k_nope", "value"}  # MLA's expanded (naive) prefill nodes
 
 
 def test_mla_vs_dsa_is_the_indexer_path_and_the_index_cache():
-    d = diff("mla_attention", "mla_dsa_attention")
+    """DSA runs MLA's absorbed form in both phases (the sparse kernels are MQA over the
+    latent), so against absorbed MLA it adds exactly the indexer and its cache, makes the
+    attention sparse, and holds kv_b_proj's stored weight on q_absorbed (no phase runs the
+    expanded form that declares it in mla_attention)."""
+    d = diff("mla_attention_absorbed", "mla_dsa_attention")
     assert d.kind == "component" and d.table.schema == DIFF_SCHEMA
     assert d.paths("only_a") == []
     assert set(d.paths("only_b")) == INDEXER | {"$.cache.index_k_rope:index_key"}
-    assert set(d.paths("changed")) == {"$", "scores", "probs", "attn"}
+    assert set(d.paths("changed")) == {"q_absorbed", "scores", "probs", "attn_latent"}
     changed = {(r["path"], r["attribute"]): (r["a_value"], r["b_value"]) for r in d.rows("changed")}
     assert changed[("scores", "op")] == ("attention_score", "sparse_attention_score")
     assert changed[("scores", "in")] == ("query, key", "query, key, index_topk")
     assert changed[("scores", "dims.topk")] == (None, "index_topk")
-    assert changed[("$", "decode_variant")] == ("mla_attention_absorbed", "mla_dsa_attention_absorbed")
+    assert changed[("attn_latent", "op")] == ("attention_apply", "sparse_attention_apply")
+    assert changed[("q_absorbed", "path")] == (None, "kv_b_proj")
+    assert changed[("q_absorbed", "dims.holds")] == (None, "d_qk_nope + d_v_head")
     cache = next(r for r in d.rows("only_b") if r["path"] == "index_k_rope")
     assert "cache=mla.index_key: per_token" in cache["b_value"]
 
 
+def test_prefill_diff_against_expanded_mla_shows_the_absorbed_form():
+    """mla_attention prefills in the expanded form (kv_b_proj on the latents); DSA has no
+    such form, so the prefill diff shows the expanded nodes gone and the absorbed ones in."""
+    d = diff("mla_attention", "mla_dsa_attention")
+    assert set(d.paths("only_a")) == EXPANDED
+    assert set(d.paths("only_b")) == INDEXER | ABSORBED | {"$.cache.index_k_rope:index_key"}
+    changed = {(r["path"], r["attribute"]): (r["a_value"], r["b_value"]) for r in d.rows("changed")}
+    assert changed[("$", "decode_variant")] == ("mla_attention_absorbed", None)
+    assert changed[("scores", "dims.kv_heads")] == ("n_heads", "1")
+
+
 def test_decode_phase_diffs_the_decode_variants():
     d = diff("mla_attention", "mla_dsa_attention", phase="decode")
-    assert (d.a, d.b) == ("mla_attention_absorbed", "mla_dsa_attention_absorbed")
+    assert (d.a, d.b) == ("mla_attention_absorbed", "mla_dsa_attention")
     assert "index_k_rope" in d.paths("only_b")
 
 
@@ -51,16 +70,18 @@ def test_identical_components_have_no_rows():
 
 def test_model_diff_pairs_declaration_paths():
     d = diff("DeepSeek-V3", "DeepSeek-V3.2")
-    only_b = d.paths("only_b")
-    # the same leaf name in three layer groups is three nodes
+    only_a, only_b = d.paths("only_a"), d.paths("only_b")
+    # the same leaf name in three layer groups is three nodes; DSA prefills in MLA's absorbed
+    # form, so V3's expanded prefill nodes are only in A and the absorbed ones only in B
     for prefix in ("decoder/dense/self_attn.", "decoder/moe/self_attn.", "mtp/mtp/layer.self_attn."):
-        assert {p.removeprefix(prefix) for p in only_b if p.startswith(prefix)} == INDEXER
+        assert {p.removeprefix(prefix) for p in only_b if p.startswith(prefix)} == INDEXER | ABSORBED
+        assert {p.removeprefix(prefix) for p in only_a if p.startswith(prefix)} == EXPANDED
     assert {p for p in only_b if p.startswith("$.dims.")} == {
         "$.dims.n_index_heads",
         "$.dims.d_index_head",
         "$.dims.index_topk",
     }
-    assert d.paths("only_a") == []
+    assert len(only_a) == 3 * len(EXPANDED)
     fills = {r["path"]: r["b_value"] for r in d.rows("changed") if r["attribute"] == "fill.attention"}
     assert fills == {f"$.templates.{t}": "mla_dsa_attention" for t in ("dense", "moe", "mtp")}
 
@@ -85,7 +106,7 @@ def test_bad_names():
 def test_cli_diff_table_and_rows(tmp_path):
     result = CliRunner().invoke(cli, ["diff", "mla_attention", "mla_dsa_attention"])
     assert result.exit_code == 0, result.output
-    assert "only in B: 11" in result.output and "index_wq_b" in result.output
+    assert "only in B: 14" in result.output and "index_wq_b" in result.output
     out = tmp_path / "diff.parquet"
     result = CliRunner().invoke(cli, ["diff", "DeepSeek-V3", "DeepSeek-V3.2", "--format", "parquet", "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -94,4 +115,4 @@ def test_cli_diff_table_and_rows(tmp_path):
     table = pq.read_table(out)
     assert table.schema.names == DIFF_SCHEMA.names and table.num_rows > 100
     result = CliRunner().invoke(cli, ["diff", "DeepSeek-V3", "DeepSeek-V3.2", "--max-rows", "10"])
-    assert result.exit_code == 0 and "72 paths, e.g." in result.output and "more rows" in result.output
+    assert result.exit_code == 0 and "60 paths, e.g." in result.output and "more rows" in result.output

@@ -71,7 +71,10 @@ def test_dsa_adds_exactly_the_indexer_weights_per_layer(dsa):
 
 
 def test_dsa_adds_exactly_the_index_key_cache(dsa):
-    per_layer_token = V32["index_head_dim"] * BF16  # one index key per token and layer
+    # one index key per token and layer, stored FP8 with one FP32 scale per 128 (DeepSeek-V3.2-Exp
+    # inference/model.py Indexer: k_cache float8_e4m3fn [.., index_head_dim], k_scale_cache
+    # float32 [.., index_head_dim // 128]), whatever the deployment's kv dtype
+    per_layer_token = V32["index_head_dim"] * 1 + V32["index_head_dim"] // 128 * 4
     base_layers = V3["num_hidden_layers"]  # MTP layers keep no cache in the base model
     assert ledger(dsa, "kv_bytes_per_token", scope="model")["delta"] == base_layers * per_layer_token
     assert ledger(dsa, "kv_bytes_per_request", scope="model")["delta"] == base_layers * per_layer_token * CTX

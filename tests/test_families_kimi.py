@@ -304,27 +304,28 @@ def test_k3_vision_terms(k3):
 
 def test_k3_cache_per_token_and_fixed_state(catalog_db):
     """MLA layers: (kv_lora_rank 512 + qk_rope_head_dim 64) × 2 B per token each, 24 layers;
-    KDA layers: 3 conv states of 12288 × 3 and a 96 × 128 × 128 matrix per request each,
-    69 layers, whatever the context."""
+    KDA layers: 3 conv states of 12288 × 3 (act dtype) and a 96 × 128 × 128 matrix (FP32)
+    per request each, 69 layers, whatever the context."""
     la = K3["linear_attn_config"]
     per_token = len(la["full_attn_layers"]) * (K3["kv_lora_rank"] + K3["qk_rope_head_dim"])
     p = la["num_heads"] * la["head_dim"]
-    state = len(la["kda_layers"]) * (
-        3 * p * (la["short_conv_kernel_size"] - 1) + la["num_heads"] * la["head_dim"] * K3["v_head_dim"]
+    # conv states in the act dtype (2 B in the bf16 rows), the recurrent matrix in FP32 (4 B)
+    state_bytes = len(la["kda_layers"]) * (
+        3 * p * (la["short_conv_kernel_size"] - 1) * BF16 + la["num_heads"] * la["head_dim"] * K3["v_head_dim"] * 4
     )
     con = duckdb.connect(str(catalog_db), read_only=True)
     row = con.execute(
         "select bytes_per_token, state_bytes_per_request, cache_layers from kv_per_token "
         "where model = 'Kimi-K3' and dtype = 'bf16'"
     ).fetchone()
-    assert row == (per_token * BF16, state * BF16, K3["num_hidden_layers"])
+    assert row == (per_token * BF16, state_bytes, K3["num_hidden_layers"])
     by_context = dict(
         con.execute(
             "select context, bytes_per_request from kv_per_request "
             "where model = 'Kimi-K3' and dtype = 'bf16' and phase = 'decode' and batch = 1"
         ).fetchall()
     )
-    assert by_context and by_context == {c: per_token * BF16 * c + state * BF16 for c in by_context}
+    assert by_context and by_context == {c: per_token * BF16 * c + state_bytes for c in by_context}
 
 
 # --------------------------------------------------------------------------- bad input

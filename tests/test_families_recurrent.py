@@ -134,10 +134,16 @@ def test_gated_delta_rule_flops_per_token():
 @pytest.mark.parametrize(
     ("model", "config", "bytes_per_token", "state_bytes"),
     [
-        # 10 full layers × K,V × 2 KV heads × 256 × 2 B; 30 linear layers × 548,864 × 2 B
-        ("Qwen3.5-35B-A3B", "Qwen__Qwen3.5-35B-A3B.json", 10 * 2 * 2 * 256 * BF16, 30 * 548_864 * BF16),
-        # 15 full layers × 2 × 2 × 256 × 2 B; 45 linear layers × (12,288·3 + 64·128·128) × 2 B
-        ("Qwen3.5-397B-A17B", "Qwen__Qwen3.5-397B-A17B.json", 15 * 2 * 2 * 256 * BF16, 45 * 1_085_440 * BF16),
+        # 10 full layers × K,V × 2 KV heads × 256 × 2 B; 30 linear layers × (conv 8,192·3 × 2 B
+        # in the act dtype + recurrent 32·128·128 × 4 B in FP32)
+        ("Qwen3.5-35B-A3B", "Qwen__Qwen3.5-35B-A3B.json", 10 * 2 * 2 * 256 * BF16, 30 * (24_576 * BF16 + 524_288 * 4)),
+        # 15 full layers × 2 × 2 × 256 × 2 B; 45 linear layers × (12,288·3 × 2 B + 64·128·128 × 4 B)
+        (
+            "Qwen3.5-397B-A17B",
+            "Qwen__Qwen3.5-397B-A17B.json",
+            15 * 2 * 2 * 256 * BF16,
+            45 * (36_864 * BF16 + 1_048_576 * 4),
+        ),
     ],
 )
 def test_qwen35_cache_sums_its_two_kinds_of_layers(catalog_db, tmp_path, model, config, bytes_per_token, state_bytes):
@@ -148,9 +154,12 @@ def test_qwen35_cache_sums_its_two_kinds_of_layers(catalog_db, tmp_path, model, 
     full, linear = t["layer_types"].count("full_attention"), t["layer_types"].count("linear_attention")
     hk, hv = t["linear_num_key_heads"], t["linear_num_value_heads"]
     dk, dv = t["linear_key_head_dim"], t["linear_value_head_dim"]
-    state = (2 * hk * dk + hv * dv) * (t["linear_conv_kernel_dim"] - 1) + hv * dk * dv
+    # the conv state in the act dtype (BF16 rows), the recurrent state in FP32 (config
+    # mamba_ssm_dtype: float32; SGLang ServerArgs.mamba_ssm_dtype)
+    assert t["mamba_ssm_dtype"] == "float32"
+    conv, recurrent = (2 * hk * dk + hv * dv) * (t["linear_conv_kernel_dim"] - 1), hv * dk * dv
     assert bytes_per_token == full * 2 * t["num_key_value_heads"] * t["head_dim"] * BF16
-    assert state_bytes == linear * state * BF16
+    assert state_bytes == linear * (conv * BF16 + recurrent * 4)
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
@@ -171,7 +180,7 @@ def test_qwen35_cache_sums_its_two_kinds_of_layers(catalog_db, tmp_path, model, 
     assert {k: (g, bt, sb) for k, g, bt, sb in per_kind} == {
         "conv_state": ("state", 0, linear * (2 * hk * dk + hv * dv) * (t["linear_conv_kernel_dim"] - 1) * BF16),
         "key": ("per_token", bytes_per_token // 2, 0),
-        "recurrent_state": ("state", 0, linear * hv * dk * dv * BF16),
+        "recurrent_state": ("state", 0, linear * hv * dk * dv * 4),
         "value": ("per_token", bytes_per_token // 2, 0),
     }
 

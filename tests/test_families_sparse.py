@@ -120,8 +120,8 @@ def test_dsa_decode_attention_is_capped_at_index_topk_while_the_indexer_grows(v3
         V3.2 − V3 = indexer_per_token + indexer_per_pair·c − per_key·(c − min(c, topk))."""
     z = _dsa_sizes(_cfg("deepseek-ai__DeepSeek-V3.2.json"))
     assert (z["hi"], z["di"], z["topk"]) == (64, 128, 2048)
-    components = {r["component"] for r in v32.tables["nodes"].to_pylist() if r["phase"] == "decode"}
-    assert "mla_dsa_attention_absorbed" in components and "mla_dsa_attention" not in components
+    components = {r["component"] for r in v32.tables["nodes"].to_pylist() if r["role"] == "attention"}
+    assert components == {"mla_dsa_attention"}  # one (absorbed) form in both phases
     per_key = 2 * z["h"] * (z["kv_lora"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["kv_lora"]
     sparse_ops = ("sparse_attention_score", "sparse_softmax", "sparse_attention_apply")
     sparse = _flops(v32, "decode", lambda r: r.node.op in sparse_ops).xreplace({B: 1, S: 1})
@@ -141,17 +141,27 @@ def test_dsa_decode_attention_is_capped_at_index_topk_while_the_indexer_grows(v3
 def test_dsa_prefill_pairs_are_window_pairs_of_index_topk(v3, v32):
     """A fresh prefill of s tokens (c = s): query j attends min(j, index_topk) keys, the same
     sum as a window (window_pairs(s, s, topk)); the indexer scores all s(s+1)/2 causal pairs.
-    Prefill runs the naive MLA form: per attended key 2·h·(nope + rope) + 5·h + 2·h·v."""
+    DSA prefills in MLA's absorbed form (the sparse kernel's MQA over the latent), V3 in the
+    expanded form, so per attended key DSA costs 2·h·(kv_lora + rope) + 5·h + 2·h·kv_lora and
+    V3 2·h·(nope + rope) + 5·h + 2·h·v.  The per-token matmuls are equal: V3's kv_b_proj
+    on the latent (2·kv_lora·h·(nope + v)) is exactly DSA's q·W_UK (2·h·nope·kv_lora) plus
+    the output's ·W_UV (2·h·kv_lora·v)."""
     z = _dsa_sizes(_cfg("deepseek-ai__DeepSeek-V3.2.json"))
     s = 5000
     pairs = sum(min(j, z["topk"]) for j in range(1, s + 1))
     assert pairs == window_pairs_int(s, s, z["topk"])
     causal = s * (s + 1) // 2
-    per_key = 2 * z["h"] * (z["nope"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["v"]
+    per_key_absorbed = 2 * z["h"] * (z["kv_lora"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["kv_lora"]
+    per_key_expanded = 2 * z["h"] * (z["nope"] + z["rope"]) + 5 * z["h"] + 2 * z["h"] * z["v"]
+    assert (
+        2 * z["kv_lora"] * z["h"] * (z["nope"] + z["v"])
+        == 2 * z["h"] * z["nope"] * z["kv_lora"] + 2 * z["h"] * z["kv_lora"] * z["v"]
+    )
     point = {B: 1, S: s, C: s}
     dsa = _flops(v32, "prefill", _attention).xreplace(point)
     mla = _flops(v3, "prefill", _attention).xreplace(point)
-    expected = _indexer_per_token(z) * s + _indexer_per_pair(z) * causal - per_key * (causal - pairs)
+    expected = _indexer_per_token(z) * s + _indexer_per_pair(z) * causal + per_key_absorbed * pairs
+    expected -= per_key_expanded * causal
     assert dsa - mla == z["layers"] * expected
 
 
@@ -190,21 +200,23 @@ def test_dsa_index_cache_adds_index_head_dim_per_token_per_layer(model, config):
     assert {"DeepSeek-V3.2": 42_944, "GLM-5": 54_912}[model] == per_layer * cfg["num_hidden_layers"]
 
 
-@pytest.mark.parametrize(("context", "expected_bytes"), [(32768, 655_622_144), (1024, 87_949_312)])
+@pytest.mark.parametrize(("context", "expected_bytes"), [(32768, 407_764_992), (1024, 80_203_776)])
 def test_dsa_decode_reads_the_selected_latents_and_every_index_key(catalog_db, tmp_path, context, expected_bytes):
-    """One DeepSeek-V3.2 decode step (batch 1, BF16) at context c reads, in each of the 61
-    layers: the latent (kv_lora_rank 512) and rope key (qk_rope_head_dim 64) of the
-    min(c, index_topk = 2048) positions its top-k selected, and the index key
-    (index_head_dim 128) of all c positions, which the lightning indexer scores:
-      c = 32768: (2048 × (512 + 64) + 32768 × 128) × 61 = (1,179,648 + 4,194,304) × 61
-                 = 327,811,072 elements = 655,622,144 bytes — a fifth of the 1,407,188,992
-                 elements the cache holds ((512 + 64 + 128) × 32768 × 61);
-      c = 1024 (below index_topk, every position selected): (1024 × 576 + 1024 × 128) × 61
-                 = 43,974,656 elements = 87,949,312 bytes, the whole cache."""
+    """One DeepSeek-V3.2 decode step (batch 1, kv dtype BF16) at context c reads, in each of
+    the 61 layers: the latent (kv_lora_rank 512) and rope key (qk_rope_head_dim 64) of the
+    min(c, index_topk = 2048) positions its top-k selected, in BF16, and the index key
+    (index_head_dim 128, stored FP8 + one FP32 scale per 128: 132 B) of all c positions,
+    which the lightning indexer scores:
+      c = 32768: (2048 × 576 × 2 + 32768 × 132) × 61 = (2,359,296 + 4,325,376) × 61
+                 = 407,764,992 bytes — a sixth of the 2,566,520,832 bytes the cache holds
+                 ((576 × 2 + 132) × 32768 × 61);
+      c = 1024 (below index_topk, every position selected): (1024 × 1152 + 1024 × 132) × 61
+                 = 80,203,776 bytes, the whole cache."""
     cfg = _cfg("deepseek-ai__DeepSeek-V3.2.json")
-    selected = min(context, cfg["index_topk"]) * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
-    per_layer = selected + context * cfg["index_head_dim"]
-    assert 2 * per_layer * cfg["num_hidden_layers"] == expected_bytes
+    index_key = cfg["index_head_dim"] * 1 + cfg["index_head_dim"] // 128 * 4
+    selected = min(context, cfg["index_topk"]) * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 2
+    per_layer = selected + context * index_key
+    assert per_layer * cfg["num_hidden_layers"] == expected_bytes
     db = tmp_path / "store.duckdb"
     shutil.copy(catalog_db, db)
     con = duckdb.connect(str(db))
@@ -214,7 +226,9 @@ def test_dsa_decode_reads_the_selected_latents_and_every_index_key(catalog_db, t
         "where model = 'DeepSeek-V3.2' and workload = 'probe' and dtype = 'bf16'"
     ).fetchone()
     con.close()
-    whole = 2 * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] + cfg["index_head_dim"]) * context * 61
+    # the cache held: latent + rope key in the kv dtype (BF16), the index key in FP8 with one
+    # FP32 scale per 128, read in the same bytes
+    whole = (2 * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) + index_key) * context * 61
     assert got == (expected_bytes, whole)
     assert (expected_bytes < whole) == (context > cfg["index_topk"])
 

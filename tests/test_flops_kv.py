@@ -170,6 +170,27 @@ def _mamba1_dims(cfg: dict) -> tuple[int, int, int]:
     return inner, cfg.get("mamba_d_state") or cfg["state_size"], cfg.get("mamba_d_conv") or cfg["conv_kernel"]
 
 
+def _layer_state_bytes(cfg: dict, act: int = 2) -> list[int]:
+    """Fixed state bytes per request of every recurrent layer: the conv window in the act
+    dtype (``act`` bytes), the scan's matrix state in FP32 (4 B) — SGLang
+    ServerArgs.mamba_ssm_dtype "float32", vLLM's conv state in mamba_cache_dtype (model dtype).
+    Same channels as _layer_states."""
+    cfg = cfg.get("text_config") or cfg
+    states = []
+    for kind in _mixer_kinds(cfg) or []:
+        if kind == "gated_deltanet":
+            hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+            dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+            states.append((2 * hk * dk + hv * dv) * (cfg["linear_conv_kernel_dim"] - 1) * act + hv * dk * dv * 4)
+        elif kind == "mamba2":
+            inner, gn = cfg["mamba_num_heads"] * cfg["mamba_head_dim"], cfg["n_groups"] * cfg["ssm_state_size"]
+            states.append((inner + 2 * gn) * (cfg["conv_kernel"] - 1) * act + inner * cfg["ssm_state_size"] * 4)
+        elif kind == "mamba":
+            inner, n, kernel = _mamba1_dims(cfg)
+            states.append(inner * (kernel - 1) * act + inner * n * 4)
+    return states
+
+
 def _layer_states(cfg: dict) -> list[int]:
     """Fixed state elements per request of every recurrent layer: the causal conv keeps its
     last kernel − 1 inputs of every channel, the scan its matrix state.
@@ -272,25 +293,41 @@ def _dsa_decode_reads(cfg: dict, context: int) -> int | None:
     c (None for a model without DSA): per layer, the attention reads only the min(c,
     index_topk) selected positions' latent and rope key, (kv_lora_rank + qk_rope_head_dim)
     each; a layer with its own lightning indexer also reads the index key of every position,
-    index_head_dim × c (IndexShare, GLM-5.2: only the indexer_types "full" layers)."""
+    index_head_dim × c (IndexShare, GLM-5.2: only the indexer_types "full" layers).  In bytes
+    with a BF16 kv dtype: the latents 2 B each, the index keys FP8 + one FP32 scale per 128."""
     cfg = cfg.get("text_config") or cfg
     if not (cfg.get("index_topk") and cfg.get("kv_lora_rank")):
         return None
     types = cfg.get("indexer_types") or ["full"] * cfg["num_hidden_layers"]
     selected = min(context, cfg["index_topk"]) * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
-    return sum(selected + (cfg["index_head_dim"] * context if kind == "full" else 0) for kind in types)
+    index_key = cfg["index_head_dim"] + cfg["index_head_dim"] // 128 * 4
+    return sum(2 * selected + (index_key * context if kind == "full" else 0) for kind in types)
+
+
+def _index_key_bytes_beyond_bf16(cfg: dict, context: int) -> int:
+    """_layer_kv counts a DSA index key as index_head_dim elements at the row's 2 B; it is
+    stored FP8 with one FP32 scale per 128 elements (DeepSeek-V3.2-Exp Indexer k_cache /
+    k_scale_cache) whatever the kv dtype: the difference per request at context c, over the
+    layers with their own indexer."""
+    cfg = cfg.get("text_config") or cfg
+    if not (cfg.get("index_topk") and cfg.get("kv_lora_rank")):
+        return 0
+    types = cfg.get("indexer_types") or ["full"] * cfg["num_hidden_layers"]
+    index_key = cfg["index_head_dim"] + cfg["index_head_dim"] // 128 * 4
+    return types.count("full") * context * (index_key - 2 * cfg["index_head_dim"])
 
 
 @pytest.mark.parametrize("model", catalog())
 def test_kv_per_request_from_config(catalog_db, model):
     """At every stored workload one request holds min(c, window) positions per layer (c
-    without a window) plus every recurrent layer's fixed state, in bf16 bytes; a decode
-    step reads exactly that — except under DeepSeek sparse attention, which reads only the
+    without a window) plus every recurrent layer's fixed state, in bytes of a bf16 kv and act
+    dtype (each cache in its own storage dtype: scan states FP32, DSA index keys FP8 + scale);
+    a decode step reads exactly that — except under DeepSeek sparse attention, which reads only the
     selected positions' latents (_dsa_decode_reads)."""
     _derived_elsewhere(model)
     con = duckdb.connect(str(catalog_db), read_only=True)
     layers = _layer_kv(_config(con, model))
-    state = 2 * sum(_layer_states(_config(con, model)))
+    state = sum(_layer_state_bytes(_config(con, model)))  # conv in BF16 (act), scan state FP32
     got = con.execute(
         "select r.workload, r.phase, r.context, r.bytes_per_request, d.bytes_read_per_request "
         "from kv_per_request as r left join decode_cache_reads as d using (model, workload, dtype) "
@@ -300,9 +337,10 @@ def test_kv_per_request_from_config(catalog_db, model):
     assert len(got) == 13
     for workload, phase, context, per_request, read in got:
         expected = state + sum(2 * elements * _positions(window, context) for elements, window in layers)
+        expected += _index_key_bytes_beyond_bf16(_config(con, model), context)
         assert per_request == expected, workload
         dsa = _dsa_decode_reads(_config(con, model), context)
-        reads = expected if dsa is None else 2 * dsa
+        reads = expected if dsa is None else dsa
         assert read == (reads if phase == "decode" else None), workload
 
 

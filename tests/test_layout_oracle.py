@@ -163,6 +163,11 @@ def _tables(con, model: str) -> dict:
         if group not in splits[key] or placement == "S":
             splits[key][group] = (placement, parts, segments)
     t["splits"] = splits
+    # each caching node's storage rule (caches.dtype: kv | act | a fixed dtype, + scale)
+    t["cache_rule"] = {
+        u: (d, sd, sb) for u, d, sd, sb in q("select uid, dtype, scale_dtype, scale_block from caches where model = ?")
+    }
+    t["dtype_bytes"] = dict(con.execute("select dtype, bytes from dtypes").fetchall())
     t["cache_src"] = dict(
         ((p, u), s) for p, u, s in q("select phase, dst_uid, src_uid from edges where model = ? and port = 1")
     )
@@ -213,6 +218,15 @@ def _touched_share(t, degrees, phase: str, uid: str, tokens: float) -> float:
     return 1.0 - (1.0 - top_k / experts) ** (tokens / split)
 
 
+def _cache_bytes(t, uid, act_bytes: float, kv_bytes: float) -> float:
+    """Bytes per element of the cache declared on ``uid`` under its storage rule: kv → the kv
+    dtype, act → the act dtype, a fixed dtype → its own bytes, plus a scale per block; a node
+    without a cache of its own (a concat of cached parts) → the kv dtype."""
+    rule, scale_dtype, scale_block = t["cache_rule"].get(uid, ("kv", None, None))
+    base = {"kv": kv_bytes, "act": act_bytes}.get(rule) or t["dtype_bytes"][rule]
+    return base + (t["dtype_bytes"][scale_dtype] / scale_block if scale_dtype else 0.0)
+
+
 def _expected(t, degrees, w, gpus: int, act_bytes: float, kv_bytes: float):
     """Per op and quantity kind (flops, hbm bytes, cache bytes): the global value and the sum
     over the mesh, Σ_parts global part × replicas(part) — the oracle's side, from the tables."""
@@ -232,9 +246,10 @@ def _expected(t, degrees, w, gpus: int, act_bytes: float, kv_bytes: float):
         elif quantity == "write_elements":
             tensor, placements, bytes_ = "out", ("S",), act_bytes
         elif quantity == "cache_elements":
-            tensor, placements, bytes_ = "out", ("S",), kv_bytes
-        else:  # cache_read_elements: split like the cached tensor
-            tensor, placements, bytes_ = "out", ("S",), kv_bytes
+            tensor, placements, bytes_ = "out", ("S",), _cache_bytes(t, uid, act_bytes, kv_bytes)
+        else:  # cache_read_elements: split like the cached tensor, in the bytes it is stored in
+            src_cache = uid if uid in t["cache_rule"] else t["cache_src"].get((ph, uid))
+            tensor, placements, bytes_ = "out", ("S",), _cache_bytes(t, src_cache, act_bytes, kv_bytes)
         src = t["cache_src"].get((ph, uid)) if quantity == "cache_read_elements" else None
         split = _split(t, degrees, ph, src or uid, tensor, placements)
         kind = "cache" if quantity == "cache_elements" else ("flops" if quantity == "flops" else "hbm")

@@ -221,6 +221,9 @@ def _emit_instance(rows, model_name: str, uid: str, res, w: Walk) -> None:
                 # growth chunk: the chunk length (the span that bounds the cache)
                 "window": int((fact.window or fact.chunk).value) if (fact.window or fact.chunk) else None,
                 "ratio": int(fact.ratio.value) if fact.ratio else None,
+                "dtype": fact.dtype,
+                "scale_dtype": fact.scale_dtype,
+                "scale_block": fact.scale_block,
             }
         )
 

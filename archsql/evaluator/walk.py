@@ -8,17 +8,19 @@ collected with the node's location; nodes downstream of a failed node are skippe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import sympy
 
-from archsql.errors import Issue
+from archsql.errors import Issue, unknown_name
 from archsql.evaluator.dimmap import Axis
 from archsql.evaluator.factors import chunk_len
 from archsql.evaluator.ir import IRNode, Program, Ref
 from archsql.evaluator.primitives.base import Ctx, NodeShapeError, WeightDecl, get_primitive
 from archsql.schema.checks import Collector, add_issue
 from archsql.schema.expr import RUNTIME_SYMBOLS, ExprSyntaxError, dim_symbols, parse_dim_expr
+from archsql.schema.spec import CACHE_DTYPE_RULES
 from archsql.schema.weight_axes import check_weight_axes
 
 # token ids, the per-token position / segment ids an encoder embeds (BERT), and a request's
@@ -42,6 +44,11 @@ class CacheFact:
     window: Axis | None
     ratio: Axis | None
     chunk: Axis | None = None  # growth chunk: positions per attention chunk
+    # storage: kv (the deployment's kv dtype) | act | a fixed dtype, with an optional scale of
+    # scale_dtype per scale_block elements (archsql.schema.spec.CACHE_DTYPE_RULES)
+    dtype: str = "kv"
+    scale_dtype: str | None = None
+    scale_block: int | None = None
 
     def positions(self, symbolic: bool = True) -> sympy.Expr:
         """Cached positions per request at context c (1 for a state)."""
@@ -146,7 +153,49 @@ def _cache_fact(family: str, entry, node: IRNode, shape: list[Axis], axis_of, co
         return None
     if raw_chunk is not None and chunk is None:
         return None
-    return CacheFact(family, entry.kind, entry.growth, elements, window, ratio, chunk)
+    if not _known_cache_dtypes(entry, col):
+        return None
+    return CacheFact(
+        family,
+        entry.kind,
+        entry.growth,
+        elements,
+        window,
+        ratio,
+        chunk,
+        entry.dtype,
+        entry.scale_dtype,
+        entry.scale_block,
+    )
+
+
+@functools.cache
+def _storage_dtypes() -> tuple[str, ...]:
+    """The dtypes a new store's dtypes table holds (archsql/defaults/dtypes.csv)."""
+    from archsql.defaults import load_default
+
+    return tuple(load_default("dtypes").column("dtype").to_pylist())
+
+
+def _known_cache_dtypes(entry, col: Collector) -> bool:
+    """A fixed cache dtype (and its scale's) must be a row of the dtypes table."""
+    ok = True
+    for what, name in (("dtype", entry.dtype), ("scale dtype", entry.scale_dtype)):
+        if name is None or (what == "dtype" and name in CACHE_DTYPE_RULES) or name in _storage_dtypes():
+            continue
+        message, hint = unknown_name(f"cache {what}", name, [*CACHE_DTYPE_RULES, *_storage_dtypes()])
+        col.issues.append(
+            Issue(
+                f"cache entry '{entry.node}': {message}",
+                file=entry.where.file,
+                line=entry.where.line,
+                column=entry.where.column,
+                path=entry.where.path,
+                hint=hint,
+            )
+        )
+        ok = False
+    return ok
 
 
 def _attention_caps(results: dict[str, NodeResult], cap: str) -> dict[str, set]:

@@ -58,7 +58,13 @@ STREAM_KINDS = ("carried", "internal", "append")
 SLOT_FILL_KEYS = ("component", "path", "rename")
 TEMPLATE_DIMS_KEY = "dims"  # under templates.<t>: per-template dim overrides (not a slot)
 CACHE_KEYS = ("family", "entries")
-CACHE_ENTRY_KEYS = ("node", "kind", "growth", "window", "ratio", "chunk")
+CACHE_ENTRY_KEYS = ("node", "kind", "growth", "window", "ratio", "chunk", "dtype", "scale")
+# the storage dtype rule of a cache entry: ``kv`` the deployment's kv dtype (attention K/V and
+# latent caches; the default), ``act`` its activation dtype, or a fixed dtype of the dtypes
+# parameter table (``fp32``, ``fp8``, ...), optionally with ``scale: {dtype, per}``: one scale
+# of that dtype per ``per`` elements (an FP8 cache with a per-block FP32 scale)
+CACHE_DTYPE_RULES = ("kv", "act")
+CACHE_SCALE_KEYS = ("dtype", "per")
 # per_token: grows with context c; window: capped at min(c, window); compressed: one entry
 # per `ratio` positions, ceil(c / ratio); state: fixed size per request (recurrent state);
 # chunk: chunked local attention keeps the latest token's chunk, (c - 1) mod chunk + 1
@@ -127,6 +133,9 @@ class CacheEntry:
     window: Any = None  # dim expression, growth 'window'
     ratio: Any = None  # dim expression, growth 'compressed'
     chunk: Any = None  # dim expression, growth 'chunk'
+    dtype: str = "kv"  # storage rule: kv | act | a fixed dtype (CACHE_DTYPE_RULES)
+    scale_dtype: str | None = None  # a fixed dtype's scale: one of this dtype ...
+    scale_block: int | None = None  # ... per this many elements
 
 
 @dataclass
@@ -469,6 +478,7 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
                                 if param in entry
                                 else f"add '{param}: <dim expression>' to the entry",
                             )
+                    dtype, scale_dtype, scale_block = _cache_dtype_rule(col, entry, p)
                     spec.cache.append(
                         CacheEntry(
                             str(entry.get("node")),
@@ -478,9 +488,68 @@ def parse_component(path: Path, data: Any | None = None) -> tuple[ComponentSpec 
                             entry.get("window"),
                             entry.get("ratio"),
                             entry.get("chunk"),
+                            dtype,
+                            scale_dtype,
+                            scale_block,
                         )
                     )
     return spec, col
+
+
+def _cache_dtype_rule(col: Collector, entry: Any, p: str) -> tuple[str, str | None, int | None]:
+    """A cache entry's ``dtype:`` rule (default ``kv``) and ``scale: {dtype, per}``.  Whether a
+    fixed dtype names a row of the dtypes table is checked by the evaluator."""
+    dtype = entry.get("dtype", "kv")
+    if not isinstance(dtype, str) or not dtype:
+        col.add(
+            entry,
+            "dtype",
+            f"{p}.dtype",
+            "a cache dtype rule is a name",
+            expected="kv | act | a fixed dtype (fp32, bf16, fp8, ...)",
+            got=type_name(dtype),
+            value=True,
+        )
+        return "kv", None, None
+    scale = entry.get("scale")
+    if scale is None:
+        return dtype, None, None
+    if not col.keys(scale, f"{p}.scale", CACHE_SCALE_KEYS, CACHE_SCALE_KEYS, at=(entry, "scale")):
+        return dtype, None, None
+    per = scale.get("per")
+    ok = True
+    if dtype in CACHE_DTYPE_RULES:
+        col.add(
+            entry,
+            "scale",
+            f"{p}.scale",
+            f"a scale goes with a fixed cache dtype, not the rule '{dtype}'",
+            hint="write dtype: fp8, scale: { dtype: fp32, per: 128 }",
+        )
+        ok = False
+    if not isinstance(per, int) or isinstance(per, bool) or per <= 0:
+        col.add(
+            scale,
+            "per",
+            f"{p}.scale.per",
+            "scale.per is the elements per scale",
+            expected="an integer > 0",
+            got=type_name(per),
+            value=True,
+        )
+        ok = False
+    if not isinstance(scale.get("dtype"), str):
+        col.add(
+            scale,
+            "dtype",
+            f"{p}.scale.dtype",
+            "scale.dtype is a dtype name",
+            expected="fp32, ...",
+            got=type_name(scale.get("dtype")),
+            value=True,
+        )
+        ok = False
+    return (dtype, str(scale["dtype"]), int(per)) if ok else (dtype, None, None)
 
 
 # --------------------------------------------------------------------------- models

@@ -243,6 +243,10 @@ TABLES: dict[str, pa.Schema] = {
             # attention chunk, the latest token's chunk is kept: (c - 1) mod window + 1
             ("window", pa.int64()),
             ("ratio", pa.int64()),  # growth compressed: ceil(c / ratio) positions
+            # storage rule: kv (the deployment's kv dtype) | act (its act dtype) | a fixed dtype
+            ("dtype", pa.string()),
+            ("scale_dtype", pa.string()),  # a fixed dtype's scales: one of scale_dtype ...
+            ("scale_block", pa.int64()),  # ... per scale_block elements (null: no scale)
         ]
     ),
     # how each weight tensor is stored (archsql.evaluator.storage): one row per stored tensor

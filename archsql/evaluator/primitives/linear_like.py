@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy
 
-from archsql.evaluator.dimmap import InputDim, NewDim, Singleton, keep
+from archsql.evaluator.dimmap import Axis, InputDim, NewDim, Singleton, keep
 from archsql.evaluator.primitives.base import (
     Contraction,
     Ctx,
@@ -94,9 +94,18 @@ class Router(Linear):
 
 
 class AbsorbedLinear(Primitive):
-    """A per-head matmul by a slice of another node's weight: [..., heads, in] →
-    [..., heads, out] (MLA decode: q_nope · W_UK, latent · W_UV from kv_b_proj).  FLOPs
-    2·M·heads·in·out; no weight of its own — the weight is counted where it is declared."""
+    """A per-head matmul by a slice of a stored weight: [..., heads, in] → [..., heads, out]
+    (MLA's absorbed form: q_nope · W_UK, latent · W_UV, both slices of kv_b_proj).  FLOPs
+    2·M·heads·in·out.
+
+    The stored tensor is declared once: by the node that says ``holds`` (the per-head rows of
+    the stored ``[heads·holds, out]`` tensor, MLA: ``d_qk_nope + d_v_head`` rows per head of
+    kv_b_proj ``[n_heads·(d_qk_nope + d_v_head), d_kv_lora]``; give the node the stored
+    module's ``path``), or by another node of the model (``holds`` 0: no weight of its own).
+    A graph that runs only the absorbed form in every phase (sparse MLA) must hold the weight
+    on one of its absorbed matmuls, or it would not be counted at all.  The weight is placed
+    by the node's ``weight_axes``; it meets the input per head (no contraction over a split
+    axis), so a head-split input and weight need no collective."""
 
     math_class = "weight_gemm"
 
@@ -107,6 +116,9 @@ class AbsorbedLinear(Primitive):
         "heads": Param(doc="heads"),
         "in": Param(doc="input features per head"),
         "out": Param(doc="output features per head"),
+        "holds": Param(
+            "dim", 0, "per-head rows of the stored [heads·holds, out] weight this node declares (0: none of its own)"
+        ),
     }
 
     def check(self, ctx: Ctx) -> None:
@@ -116,6 +128,14 @@ class AbsorbedLinear(Primitive):
     def dimmap(self, ctx: Ctx):
         rank = len(ctx.ins[0])
         return (*keep(0, rank, rank - 1), NewDim(ctx.dim("out")))
+
+    def weights(self, ctx: Ctx) -> list[WeightDecl]:
+        holds = ctx.dim("holds")
+        if holds.value == 0:
+            return []
+        heads = ctx.dim("heads")
+        rows = Axis(f"{heads.label}*({holds.label})", heads.expr * holds.expr, heads.value * holds.value)
+        return [WeightDecl("weight", (rows, ctx.dim("out")))]
 
     def flops(self, ctx: Ctx) -> sympy.Expr:
         return 2 * leading(ctx.ins[0]) * ctx.e("in") * ctx.e("out")

@@ -9,8 +9,12 @@ factor ``window_pairs(s, c, topk)`` (``min(c, topk)`` in decode).  Unlike a wind
 selection does not bound what is cached: every position stays selectable, so the caches
 keep growing with c while the attention FLOPs stop at topk keys per query.
 
+The DSA components run the attention in MLA's absorbed (MQA) form in both phases, as the
+sparse kernels do (docs/pricing.md, "Sparse attention (DSA)").
+
 Source: DeepSeek-V3.2-Exp ``inference/model.py`` (``Indexer.forward``, ``MLA.forward``);
-transformers ``DeepseekV32Indexer`` / ``GlmMoeDsaIndexer``.
+transformers ``DeepseekV32Indexer`` / ``GlmMoeDsaIndexer``; FlashMLA
+``flash_mla/flash_mla_interface.py`` (``flash_mla_sparse_fwd``).
 """
 
 from __future__ import annotations
@@ -41,8 +45,12 @@ def selected_pairs(ctx: Ctx) -> sympy.Expr:
 
 
 def gathered_reads(ctx: Ctx, port: int) -> sympy.Expr:
-    """Cache elements a sparse kernel gathers: each query reads its own selected keys (or
-    values), B · kv_heads · d · window_pairs(s, c, topk) — min(c, topk) per decode query."""
+    """Cache elements a sparse kernel gathers: each query reads its own selected positions of
+    the cache it attends, B · kv_heads · d · window_pairs(s, c, topk) — min(c, topk) per
+    decode query.  Per KV head, not per query head: in the absorbed MLA form the DSA
+    components run (FlashMLA ``flash_mla_sparse_fwd``: kv [s_kv, h_kv = 1, 576]) a query's
+    selected latents (d = d_kv_lora + d_qk_rope, one KV head) are gathered once for all
+    its heads.  No reuse across queries is assumed (each query selects its own keys)."""
     shape = ctx.ins[port]
     return shape[0].expr * shape[2].expr * shape[3].expr * selected_pairs(ctx)
 

@@ -1,4 +1,5 @@
--- Declared caches: what decode keeps across steps, per node instance and request.
+-- Declared caches: what decode keeps across steps, per node instance and request, with the
+-- storage rule of each (kv | act | a fixed dtype; null: the default kv).
 select
     model,
     uid,
@@ -7,5 +8,8 @@ select
     growth,
     elements,
     "window",
-    ratio
+    ratio,
+    coalesce(dtype, 'kv') as dtype,  -- a row without a rule has the default one
+    scale_dtype,
+    scale_block
 from caches

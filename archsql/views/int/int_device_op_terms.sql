@@ -1,5 +1,6 @@
 -- Per-device terms of every op, one row per monomial with the op's quantities side by side
--- and memory traffic already in bytes of the deployment's dtypes (weights read once per
+-- and memory traffic already in bytes of the deployment's dtypes (caches held in the dtype
+-- of their storage rule, base_caches.dtype; weights read once per
 -- step as a constant term, in bytes as stored in the deployment's weight profile, scales
 -- included; a routed expert's weights apart, as expert_weight_bytes: a step reads only the
 -- experts its tokens touch, which int_device_op_values weighs by the experts_touched macro):
@@ -25,6 +26,17 @@ dtypes as (
         dtype,
         bytes
     from base_dtypes
+),
+
+-- the storage rule of each caching node (base_caches.dtype: one per node)
+cache_rules as (
+    select distinct
+        model,
+        uid,
+        dtype as storage_rule,
+        scale_dtype,
+        scale_block
+    from base_caches
 ),
 
 streamed_weights as (
@@ -103,7 +115,8 @@ pivoted as (
             t.coef * case t.quantity
                 when 'read_elements' then act.bytes
                 when 'write_elements' then act.bytes
-                when 'cache_read_elements' then kv.bytes
+                when 'cache_read_elements'
+                    then cache_element_bytes(rr.storage_rule, kv.bytes, act.bytes, rfixed.bytes, rscale.bytes, rr.scale_block)
                 when 'weight_bytes' then 1
                 else 0
             end
@@ -111,12 +124,21 @@ pivoted as (
         coalesce(sum(t.coef) filter (where t.quantity = 'expert_weight_bytes'), 0) as expert_weight_bytes,
         coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'comm_elements'), 0) as comm_bytes,
         coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'scaleout_comm_elements'), 0) as scaleout_bytes,
-        coalesce(sum(t.coef * kv.bytes) filter (where t.quantity = 'cache_elements'), 0) as cache_bytes,
+        coalesce(sum(
+            t.coef * cache_element_bytes(cr.storage_rule, kv.bytes, act.bytes, fixed.bytes, scale.bytes, cr.scale_block)
+        ) filter (where t.quantity = 'cache_elements'), 0) as cache_bytes,
         coalesce(sum(t.coef * act.bytes) filter (where t.quantity = 'write_elements'), 0) as output_bytes
     from all_terms as t
     inner join deployments as d on d.deployment = t.deployment
     inner join dtypes as act on act.dtype = d.act_dtype
     inner join dtypes as kv on kv.dtype = d.kv_dtype
+    left join cache_rules as cr on cr.model = t.model and cr.uid = t.uid and t.quantity = 'cache_elements'
+    left join dtypes as fixed on fixed.dtype = cr.storage_rule
+    left join dtypes as scale on scale.dtype = cr.scale_dtype
+    left join int_cache_read_rules as rr
+        on rr.model = t.model and rr.phase = t.phase and rr.uid = t.uid and t.quantity = 'cache_read_elements'
+    left join dtypes as rfixed on rfixed.dtype = rr.storage_rule
+    left join dtypes as rscale on rscale.dtype = rr.scale_dtype
     group by all
 )
 

@@ -23,6 +23,10 @@ nodes as (
     where in_base_model
 ),
 
+read_rules as (
+    select * from int_cache_read_rules
+),
+
 cache_entries as (
     select
         model,
@@ -31,6 +35,9 @@ cache_entries as (
         template,
         kind,
         growth,
+        storage_rule,
+        scale_dtype,
+        scale_block,
         count,
         coef,
         e_B,
@@ -51,11 +58,16 @@ scaled_node_terms as (
         n.template,
         null::varchar as kind,
         null::varchar as growth,
+        rr.storage_rule,  -- cache reads: the rule of the cache read (null for flops)
+        rr.scale_dtype,
+        rr.scale_block,
         t.* exclude (model, phase, uid, quantity, coef),
         t.coef * i.count as coef
     from node_terms as t
     inner join instances as i on i.model = t.model and i.uid = t.uid
     inner join nodes as n on n.model = t.model and n.uid = t.uid
+    left join read_rules as rr
+        on rr.model = t.model and rr.phase = t.phase and rr.uid = t.uid and t.quantity = 'cache_read_elements'
 ),
 
 scaled_caches as (

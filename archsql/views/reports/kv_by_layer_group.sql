@@ -21,26 +21,31 @@ layers_per_template as (
     group by model, template
 ),
 
+-- each cache in the dtype its storage rule gives (base_caches.dtype), the row's dtype standing
+-- for the deployment's kv dtype (and act dtype: this view knows no deployment)
 per_group as (
     select
-        model,
-        workload,
-        template,
-        kind,
-        growth,
-        sum(value) as elements
-    from quantities
+        q.model,
+        q.workload,
+        q.template,
+        q.kind,
+        q.growth,
+        d.dtype,
+        cache_storage_dtype(q.storage_rule, d.dtype, d.dtype, q.scale_dtype, q.scale_block) as storage_dtype,
+        sum(q.value) as elements,
+        sum(q.value * cache_element_bytes(q.storage_rule, d.bytes, d.bytes, f.bytes, sc.bytes, q.scale_block)) as bytes
+    from quantities as q
+    cross join dtypes as d
+    left join dtypes as f on f.dtype = q.storage_rule
+    left join dtypes as sc on sc.dtype = q.scale_dtype
     group by all
 ),
 
 joined as (
     select
         g.*,
-        l.layers,
-        d.dtype,
-        g.elements * d.bytes as bytes
+        l.layers
     from per_group as g
-    cross join dtypes as d
     left join layers_per_template as l using (model, template)
 )
 
@@ -52,6 +57,7 @@ select
     growth,
     layers,
     dtype,
+    storage_dtype,
     elements,
     bytes
 from joined
