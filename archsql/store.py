@@ -22,6 +22,7 @@ from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
 from archsql.evaluator.primitives.base import op_kernels_table, op_math_table
 from archsql.gpus import load_gpus
+from archsql.schema.fusion import fusion_rules_table
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
     CHECKPOINT_TABLES,
@@ -31,6 +32,7 @@ from archsql.schema.tables import (
     REFERENCE_TABLES,
     TABLES,
 )
+from archsql.specs import FUSION_DIR
 from archsql.views import create_views
 
 _DEFAULTS = {
@@ -45,7 +47,12 @@ _DEFAULTS = {
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
-_REFERENCE = {"parallel_groups": parallel_groups_table, "op_kernels": op_kernels_table, "op_math": op_math_table}
+_REFERENCE = {
+    "parallel_groups": parallel_groups_table,
+    "op_kernels": op_kernels_table,
+    "op_math": op_math_table,
+    "fusion_rules": lambda: fusion_rules_table(FUSION_DIR),
+}
 
 
 def _quant():

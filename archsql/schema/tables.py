@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from archsql.gpus.table import GPU_SCHEMA
 from archsql.ingest.tables import CHECKPOINT_TABLES
+from archsql.schema.fusion import FUSION_RULES_SCHEMA
 from archsql.schema.parallel import PARALLEL_GROUPS_SCHEMA
 
 PHASES = ("prefill", "decode")
@@ -379,15 +380,22 @@ OP_KERNELS_SCHEMA = pa.schema([("op", pa.string()), ("op_kind", pa.string()), ("
 OP_MATH_SCHEMA = pa.schema([("op", pa.string()), ("math_class", pa.string())])
 
 # Reference tables written from code on every build (not yours to edit): the parallel
-# groups of the mesh axes (archsql.schema.parallel) and the op kinds of the primitives'
+# groups of the mesh axes (archsql.schema.parallel), the op kinds of the primitives'
 # kernels and their math classes (archsql.evaluator.primitives.base.op_kernels_table,
-# op_math_table).
+# op_math_table), and the frameworks' fusion rules (archsql/specs/fusion/*.yaml,
+# archsql.schema.fusion).
 REFERENCE_TABLES: dict[str, pa.Schema] = {
     "parallel_groups": PARALLEL_GROUPS_SCHEMA,
     "op_kernels": OP_KERNELS_SCHEMA,
     "op_math": OP_MATH_SCHEMA,
+    "fusion_rules": FUSION_RULES_SCHEMA,
 }
-REFERENCE_KEYS: dict[str, tuple[str, ...]] = {"parallel_groups": ("group",), "op_kernels": ("op",), "op_math": ("op",)}
+REFERENCE_KEYS: dict[str, tuple[str, ...]] = {
+    "parallel_groups": ("group",),
+    "op_kernels": ("op",),
+    "op_math": ("op",),
+    "fusion_rules": ("framework", "version", "rule"),
+}
 
 
 def empty(name: str) -> pa.Table:

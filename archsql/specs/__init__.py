@@ -26,6 +26,7 @@ SPECS_DIR = Path(__file__).parent
 COMPONENTS_DIR = SPECS_DIR / "components"
 MODELS_DIR = SPECS_DIR / "models"
 CONFIGS_DIR = SPECS_DIR / "configs"
+FUSION_DIR = SPECS_DIR / "fusion"  # the frameworks' fusion rules, one file per framework version
 
 
 @dataclass
