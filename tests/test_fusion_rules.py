@@ -94,3 +94,58 @@ def test_llama_matches_what_vllm_fuses(models_db):
         ("merged_qkv_projection", [d + "self_attn.k_proj", d + "self_attn.q_proj", d + "self_attn.v_proj"]),
         ("silu_and_mul", [d + "mlp.act", d + "mlp.gated"]),
     ]
+
+
+# --------------------------------------------------------------------------- pricing
+
+
+def _saved_by_rule(con, model: str, deployment: str, workload: str) -> dict[str, float]:
+    rows = con.execute(
+        "select fused_by[1] as rule, sum(saved_bytes) from kernel_sol where model = ? and deployment = ?"
+        " and workload = ? and framework = 'vllm' and version = '0.11' and len(fused_by) = 1 group by all",
+        [model, deployment, workload],
+    ).fetchall()
+    return dict(rows)
+
+
+def test_llama_prefill_saves_what_each_fused_kernel_does_not_move(models_db):
+    """Llama-3.1-8B, 1×H200, prefill of T = 2048 tokens, BF16 (2 B), 32 layers, d = 4096,
+    f = 14336.  One pass of the normed hidden state is T·d·2 = 16.78 MB, of the SiLU output
+    T·f·2 = 58.72 MB, per layer:
+      merged QKV      — k and v no longer read the normed input: 2 passes × 32
+      merged gate_up  — up no longer reads it: 1 pass × 32
+      SiLU-and-mul    — the SiLU output is neither written nor re-read: 2 × 58.72 MB × 32
+      add + RMSNorm   — the norm does not re-read the sum (the residual is still written):
+                        post-attention norm × 32, next layer's input norm × 31, final norm × 1
+    Total 6.443 GB."""
+    t, d, f, layers = 2048, 4096, 14336, 32
+    hidden, act = t * d * 2, t * f * 2
+    expected = {
+        "merged_qkv_projection": 2 * hidden * layers,
+        "merged_gate_up_projection": hidden * layers,
+        "silu_and_mul": 2 * act * layers,
+        "fused_add_rms_norm": hidden * (layers + (layers - 1) + 1),
+    }
+    with duckdb.connect(str(models_db), read_only=True) as con:
+        got = _saved_by_rule(con, "Meta-Llama-3.1-8B", "1xH200-single", "prefill_2k")
+        unfused, fused = con.execute(
+            "select unfused_time_s, time_s from step_kernel_sol where model = 'Meta-Llama-3.1-8B'"
+            " and deployment = '1xH200-single' and workload = 'prefill_2k' and framework = 'vllm' and version = '0.11'"
+        ).fetchone()
+    assert got == pytest.approx(expected, rel=1e-9)
+    assert sum(got.values()) == pytest.approx(6.443e9, rel=1e-3)
+    assert fused < unfused
+
+
+def test_fused_silu_mul_bytes_are_unfused_minus_the_intermediate_twice(models_db):
+    """The SiLU output [T, f / tp] is written by silu and read by mul when unfused: on
+    8×H200 TP8 at decode batch 64 (T = 64), f / 8 = 1792 values per token, so the fused
+    kernel moves 2 · 64 · 1792 · 2 B = 458,752 B less per layer (× 32)."""
+    with duckdb.connect(str(models_db), read_only=True) as con:
+        unfused, fused = con.execute(
+            "select sum(o.bytes), sum(k.bytes) from op_sol as o inner join kernel_sol as k"
+            " on k.model = o.model and k.deployment = o.deployment and k.workload = o.workload and k.uid = o.uid"
+            " where o.model = 'Meta-Llama-3.1-8B' and o.deployment = '8xH200-tp8' and o.workload = 'decode_b64_c2k'"
+            " and k.framework = 'sglang' and k.version = '0.5' and o.uid in ('decoder/dense/mlp.act', 'decoder/dense/mlp.gated')"
+        ).fetchone()
+    assert unfused - fused == pytest.approx(2 * 64 * (14336 // 8) * 2 * 32, rel=1e-12)

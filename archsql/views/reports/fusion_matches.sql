@@ -39,6 +39,7 @@ chains as (
         e.model,
         e.phase,
         'chain' as pattern,
+        e.src_uid as input_uid,
         [e.src_uid, e.dst_uid] as members
     from edges as e
     inner join nodes as a on a.model = e.model and a.uid = e.src_uid
@@ -59,6 +60,7 @@ siblings as (
         e.model,
         e.phase,
         'siblings' as pattern,
+        e.src_uid as input_uid,
         list(e.dst_uid order by e.dst_uid) as members
     from edges as e
     inner join nodes as n on n.model = e.model and n.uid = e.dst_uid
@@ -84,6 +86,7 @@ select
     m.rule,
     m.pattern,
     m.kernel,
+    m.input_uid,
     m.members,
     r.tp_min,
     r.flag
