@@ -69,12 +69,13 @@ def build(
     models: Sequence[str] | None = None, db: str | Path | None = None, progress: Callable[[str], None] | None = None
 ) -> BuildReport:
     """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``."""
-    from archsql.store import write_store
+    from archsql.store import build_lock, write_store
 
     t0 = time.perf_counter()
     db = Path(db) if db else default_db()
-    tables, timings = evaluate_all(models, progress)
-    write_store(db, tables)
+    with build_lock(db):  # a second build of this store is refused before it evaluates anything
+        tables, timings = evaluate_all(models, progress)
+        write_store(db, tables)
     return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
 
 

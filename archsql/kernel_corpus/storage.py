@@ -65,10 +65,9 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
         # the store's missing tables (parameter tables with their defaults) and the model views
         write_store(path, {})
     _ensure_schema_partition(path)
-    try:
-        con = duckdb.connect(str(path))
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    from archsql.store import open_file
+
+    con = open_file(path, read_only=False)
     try:
         con.execute("set enable_progress_bar = false")
         con.begin()
@@ -92,10 +91,9 @@ def connect_read_only(db: str | Path) -> duckdb.DuckDBPyConnection:
     path = Path(db)
     if not path.is_file():
         raise StoreError(f"no archsql store at {path}; import a corpus or run `archsql build` first")
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    from archsql.store import open_file
+
+    con = open_file(path, read_only=True)
     if "kernel_corpus_sources" not in _tables(con):
         con.close()
         raise StoreError(f"{path} has no kernel corpus; run `archsql corpus import aiconfigurator` (or a file)")
@@ -293,10 +291,9 @@ def _store_complete(path: Path) -> bool:
 
 
 def _has_relations(path: Path, names: tuple[str, ...]) -> bool:
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    from archsql.store import open_file
+
+    con = open_file(path, read_only=True)
     try:
         rows = con.execute(
             "select table_name from information_schema.tables "
