@@ -69,12 +69,13 @@ def build(
     models: Sequence[str] | None = None, db: str | Path | None = None, progress: Callable[[str], None] | None = None
 ) -> BuildReport:
     """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``."""
-    from archsql.store import write_store
+    from archsql.store import build_lock, write_store
 
     t0 = time.perf_counter()
     db = Path(db) if db else default_db()
-    tables, timings = evaluate_all(models, progress)
-    write_store(db, tables)
+    with build_lock(db):  # a second build of this store is refused before it evaluates anything
+        tables, timings = evaluate_all(models, progress)
+        write_store(db, tables)
     return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
 
 
@@ -138,6 +139,18 @@ def register_readable_dir(folder_of: Callable[[Path], Path]) -> None:
         _READABLE_DIRS.append(folder_of)
 
 
+# Functions of (connection, store path) run on every read-only query connection before file
+# access is disabled: the kernel corpus points its view at the folder beside the store as it
+# is now, so a store moved or copied with its corpus folder keeps answering.
+_QUERY_HOOKS: list[Callable] = []
+
+
+def register_query_hook(hook: Callable) -> None:
+    """Run ``hook(con, store path)`` on every read-only query connection (idempotent)."""
+    if hook not in _QUERY_HOOKS:
+        _QUERY_HOOKS.append(hook)
+
+
 def _allow_reads(con, db: Path) -> None:
     """Admit the registered folders to a connection that is about to disable file access."""
     if not _READABLE_DIRS:
@@ -157,6 +170,8 @@ def query(sql: str, db: str | Path | None = None) -> pa.Table:
     con = connect(path, read_only=True)
     try:
         _allow_reads(con, path)  # registered folders (the kernel corpus partitions), nothing else
+        for hook in _QUERY_HOOKS:
+            hook(con, path)
         con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
         rel = con.sql(sql)
         return rel.to_arrow_table() if rel is not None else pa.table({})

@@ -328,7 +328,7 @@ def validate(
     and packed element counts), weight (every checkpoint tensor claimed, matched, totals),
     source (with --source: every stream src anchor still in the forward source).
     """
-    from archsql.publish_check import GUARDS
+    from archsql.publish_check import GUARDS, architecture_warnings
     from archsql.publish_check import validate as run_validate
 
     if checkpoint and hub_id:
@@ -336,6 +336,8 @@ def validate(
     errors = run_validate(
         model, checkpoint or hub_id, offline=offline, profile=profile, sources=list(sources) if sources else None
     )
+    for issue in architecture_warnings(model):
+        console(stderr=True).print("warning: " + issue.render(), markup=False, highlight=False)
     out = console()
     if not errors:
         against = f" against {checkpoint or hub_id}" if (checkpoint or hub_id) else ""

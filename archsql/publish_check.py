@@ -128,6 +128,67 @@ def validate(
     return errors + reconcile(tables, table, model=analysis.model, profile=profile)
 
 
+def known_architectures(library=None) -> set[str]:
+    """The ``architectures`` values the catalog's configs name (the Transformers classes whose
+    checkpoints the catalog's specs describe)."""
+    from archsql.evaluator.bind import load_config
+    from archsql.schema.checks import Collector
+    from archsql.specs import default_library
+
+    library = library or default_library()
+    known: set[str] = set()
+    for name in library.catalog():
+        spec = library.model(name)
+        config = load_config(spec, library.configs_dir, Collector(str(spec.file)))
+        values = config.get("architectures")
+        if isinstance(values, list):
+            known.update(v for v in values if isinstance(v, str))
+    return known
+
+
+def architecture_warnings(model: str | Path, library=None) -> list[Issue]:
+    """Warnings (not publish errors: a new family's class is unknown until the catalog has
+    one) for a config whose ``architectures`` names a class no catalog config names — often
+    a typo, or a config that belongs to another model — with the closest known class."""
+    from archsql.evaluator.bind import config_path, load_config
+    from archsql.schema.checks import Collector
+    from archsql.schema.spec import parse_model
+    from archsql.specs import default_library
+
+    library = library or default_library()
+    try:
+        spec, _ = parse_model(library.model_path(model))
+    except ArchsqlError:
+        return []  # the analysis guard reports the spec's own errors
+    if spec is None or "config" not in spec.where:
+        return []
+    config = load_config(spec, library.configs_dir, Collector(str(spec.file)))
+    if "architectures" not in config:
+        return []
+    where = str(config_path(spec, library.configs_dir))
+    values = config["architectures"]
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        return [Issue("'architectures' must be a list of class names", file=where, path="$.architectures",
+                      got=repr(values)[:80])]  # fmt: skip
+    known = known_architectures(library)
+    out = []
+    for value in values:
+        if value in known:
+            continue
+        names = sorted(known)
+        shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
+        hint = did_you_mean(value, known)
+        out.append(
+            Issue(
+                f"unknown architecture '{value}': no catalog model's config names it",
+                file=where,
+                path="$.architectures",
+                hint=f"{hint + ' ' if hint else ''}known: {shown}",
+            )
+        )
+    return out
+
+
 def reconcile(tables: dict[str, pa.Table], checkpoint: pa.Table, *, model: str, profile: str) -> list[Finding]:
     """The weight, packing and shape errors of one checkpoint against one model's tables, read
     from the store views in a temporary store."""
@@ -298,4 +359,13 @@ def publishable(errors: list[Finding]) -> bool:
     return not errors
 
 
-__all__ = ["GUARDS", "ArchsqlError", "Finding", "publishable", "reconcile", "validate"]
+__all__ = [
+    "GUARDS",
+    "ArchsqlError",
+    "Finding",
+    "architecture_warnings",
+    "known_architectures",
+    "publishable",
+    "reconcile",
+    "validate",
+]

@@ -9,7 +9,11 @@ it was.  ``connect`` opens an existing store and says how to build one when ther
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -234,11 +238,84 @@ def connect(db_path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConne
 # -- helpers -------------------------------------------------------------------------------
 
 
+# How long opening a store waits while another process holds its write lock (a build or an
+# import writes for a few seconds): long enough for a write window, short enough not to hang.
+LOCK_WAIT_S = 30.0
+
+
 def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file; while another process holds its lock, wait and retry (up to
+    ``$ARCHSQL_LOCK_WAIT_S``, default LOCK_WAIT_S seconds), then a :class:`StoreError`."""
     try:
-        return duckdb.connect(str(path), read_only=read_only)
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+        wait = float(os.environ.get("ARCHSQL_LOCK_WAIT_S", LOCK_WAIT_S))
+    except ValueError:
+        wait = LOCK_WAIT_S
+    deadline = time.monotonic() + max(wait, 0.0)
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise StoreError(f"cannot open the store {path}: {exc}") from None
+            if time.monotonic() >= deadline:
+                holder = re.search(r"\(PID (\d+)\)", str(exc))
+                who = f"process {holder.group(1)}" if holder else "another process"
+                raise StoreError(
+                    f"the store {path} is locked: {who} is writing to it",
+                    [
+                        Issue(
+                            f"waited {wait:g} s for the write to end",
+                            hint="a build or corpus import holds the store while it writes; try again when it "
+                            "has finished, or set ARCHSQL_LOCK_WAIT_S to wait longer",
+                        )
+                    ],
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open the store {path}: {exc}") from None
+
+
+open_file = _open  # for the packages above the store (the kernel corpus) that open its file
+
+
+@contextlib.contextmanager
+def build_lock(db_path: str | Path) -> Iterator[None]:
+    """Held for a whole build (evaluation and write): a second build of the same store is
+    refused at once, before it evaluates anything, naming the build that holds it.  A lock
+    file ``.<store name>.lock`` beside the store (flock: released when the process ends,
+    however it ends); queries are not blocked by it."""
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: DuckDB's own lock still guards the write
+        yield
+        return
+    path = Path(db_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(f".{path.name}.lock")
+    with open(lock, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise StoreError(
+                f"another archsql build is writing to the store {path} ({holder})",
+                [
+                    Issue(
+                        "two builds of one store at a time are refused", hint="wait for it to finish, then build again"
+                    )
+                ],
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}, started {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _table_names(con: duckdb.DuckDBPyConnection) -> set[str]:

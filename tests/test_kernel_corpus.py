@@ -237,8 +237,9 @@ def test_sync_registers_partitions_copied_from_another_corpus(db, corpus_templat
     shutil.copy(corpus_template, other)
     shutil.copytree(corpus_dir(db) / "file", corpus_dir(other) / "file")
     assert rows(other, "select count(*) as n from kernel_corpus_sources") == [{"n": 0}]
-    assert sync(other) == {"files": 1, "sources": 1}
-    assert sync(other) == {"files": 0, "sources": 0}
+    assert rows(other, "select count(*) as n from kernel_corpus") == [{"n": 0}]  # no source names the file yet
+    assert sync(other) == {"files": 1, "sources": 1, "unregistered": 0, "staging_removed": 0}
+    assert sync(other) == {"files": 0, "sources": 0, "unregistered": 0, "staging_removed": 0}
     (source,) = rows(other, "select source_key, rows_kept from kernel_corpus_sources")
     assert source == {"source_key": "file:sweep.csv", "rows_kept": 2}
     assert rows(other, "select count(*) as n from kernel_measurements") == [{"n": 2}]

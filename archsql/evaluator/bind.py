@@ -10,7 +10,7 @@ from typing import Any
 from archsql.errors import ConfigError, unknown_name
 from archsql.ingest.hf_config import read_config
 from archsql.schema.checks import Collector, add_issue, type_name
-from archsql.schema.expr import ExprSyntaxError, eval_binding
+from archsql.schema.expr import ExprSyntaxError, FlagValue, eval_binding
 from archsql.schema.spec import ModelSpec, Where
 
 
@@ -67,6 +67,18 @@ def bind_dims(col: Collector, model: ModelSpec, config: Mapping[str, Any], libra
             add_issue(col, where, f"dim '{dim}' must bind to an integer", expected="integer", got=type_name(value))
             continue
         kind = library.dims[dim]["kind"]
+        if isinstance(value, FlagValue) and kind != "flag":
+            read = f" ({text} is {value!r})" if isinstance(text, str) else ""
+            add_issue(
+                col,
+                where,
+                f"dim '{dim}' binds to a boolean{read}: a bool is not an integer {kind} dim",
+                expected="an integer",
+                got=repr(value),
+                hint="a true/false value binds only a flag dim; check the config key the dim reads",
+            )
+            continue
+        value = int(value)
         if kind == "flag" and value not in (0, 1):
             add_issue(col, where, f"flag dim '{dim}' must be 0 or 1", expected="0 or 1", got=str(value))
         elif kind in ("window", "index") and value < 0:

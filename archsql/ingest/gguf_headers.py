@@ -160,10 +160,13 @@ def _parse(r: _Reader, file: str, label: str) -> GgufHeader:
     try:
         n_tensors, n_kv = r.many("Q", 2)
         metadata: dict[str, Any] = {}
+        repeated: list[str] = []
         for i in range(n_kv):
             what = f"metadata key/value #{i}"
             key = r.raw_string().decode("utf-8", "replace")
             what = f"metadata value '{key}'"
+            if key in metadata:
+                repeated.append(key)
             metadata[key] = r.value(r.one("I"))
         infos = []
         for i in range(n_tensors):
@@ -182,11 +185,23 @@ def _parse(r: _Reader, file: str, label: str) -> GgufHeader:
     except ValueError as exc:
         raise fail(label, f"{exc} (reading {what})") from None
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    issues: list[Issue] = []
-    if type(alignment) is not int or alignment <= 0 or alignment % 8:
-        issues.append(Issue("general.alignment must be a positive multiple of 8", file=label, got=repr(alignment)))
+    issues: list[Issue] = [Issue(f"metadata key '{key}' appears twice", file=label) for key in repeated]
+    if type(alignment) is not int or alignment <= 0 or alignment % 8 or alignment & (alignment - 1):
+        # ggml (gguf.cpp, gguf_init_from_file_impl) requires a power of two
+        issues.append(Issue("general.alignment must be a power of two, at least 8", file=label, got=repr(alignment)))
         alignment = DEFAULT_ALIGNMENT
     data_start = -(-r.pos // alignment) * alignment
+    if data_start > r.size:
+        issues.append(
+            Issue(
+                f"general.alignment {alignment:,} puts the tensor data at byte {data_start:,}, "
+                f"beyond the end of the file ({r.size:,} bytes)",
+                file=label,
+                expected=f"an alignment that keeps the data section inside the file (default {DEFAULT_ALIGNMENT})",
+                hint="the header is corrupt, or the file is truncated",
+            )
+        )
+        raise_issues(f"{label}: {len(issues)} problem(s) in the GGUF header", issues)
     tensors = _tensors(infos, file, label, alignment, r.size - data_start, issues)
     raise_issues(f"{label}: {len(issues)} problem(s) in the GGUF header", issues)
     return GgufHeader(version, metadata, alignment, data_start, tensors)

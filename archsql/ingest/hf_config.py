@@ -40,7 +40,17 @@ def read_config(path: str | Path) -> dict[str, Any]:
             ]
         ) from None
     try:
-        data = jsonfile.loads(text)
+        data = jsonfile.loads(text, duplicates="differing")
+    except jsonfile.JsonDuplicateKeyError as exc:
+        raise ConfigError(
+            issues=[
+                Issue(
+                    f"config key {exc.key!r} is given twice with different values",
+                    file=str(path),
+                    hint="JSON readers keep one of them silently; keep the one that is meant",
+                )
+            ]
+        ) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             issues=[Issue(f"config is not valid JSON: {exc.msg}", file=str(path), line=exc.lineno, column=exc.colno)]

@@ -22,11 +22,31 @@ class JsonLimitError(ValueError):
     """A JSON document beyond a bound (nesting depth, number length); the message says which."""
 
 
-def loads(text: str | bytes) -> Any:
-    """``json.loads`` with every bound checked; ``json.JSONDecodeError`` for invalid JSON."""
+class JsonDuplicateKeyError(ValueError):
+    """An object names one key twice: ``json`` would keep the last value silently."""
+
+    def __init__(self, key: str):
+        self.key = key
+        super().__init__(f"key {key!r} appears twice in one object")
+
+
+def loads(text: str | bytes, *, duplicates: str = "error") -> Any:
+    """``json.loads`` with every bound checked; ``json.JSONDecodeError`` for invalid JSON.
+    A key given twice in one object is a :class:`JsonDuplicateKeyError` (``duplicates="error"``:
+    a safetensors header, whose keys are tensor names) or only when the two values differ
+    (``"differing"``: a config or index written twice with the same value is harmless)."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out and (duplicates == "error" or out[key] != value):
+                raise JsonDuplicateKeyError(key)
+            out[key] = value
+        return out
+
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data = json.loads(text, object_pairs_hook=unique)
+    except (json.JSONDecodeError, JsonDuplicateKeyError):
         raise
     except RecursionError:
         raise JsonLimitError(

@@ -126,6 +126,12 @@ def decode_header(raw: bytes, label: str) -> dict[str, Any]:
         ) from None
     try:
         header = jsonfile.loads(text)
+    except jsonfile.JsonDuplicateKeyError as exc:
+        raise fail(
+            label,
+            f"header names {exc.key!r} twice (a tensor entry, or a key of one entry)",
+            hint="a JSON reader keeps only the last entry, silently; the header is corrupt",
+        ) from None
     except json.JSONDecodeError as exc:
         raise fail(
             label,
@@ -306,7 +312,14 @@ def read_weight_map(path: str | Path, label: str | None = None) -> dict[str, str
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(label, f"cannot read the index: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        index = jsonfile.loads(text)
+        index = jsonfile.loads(text, duplicates="differing")
+    except jsonfile.JsonDuplicateKeyError as exc:
+        raise fail(
+            label,
+            f"index names {exc.key!r} twice, with different values",
+            path="$.weight_map",
+            hint="a tensor is stored in one shard; the index is corrupt",
+        ) from None
     except json.JSONDecodeError as exc:
         raise fail(label, f"index is not valid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
     except jsonfile.JsonLimitError as exc:

@@ -38,10 +38,12 @@ from archsql import api
 from archsql.kernel_corpus.aiconfigurator import import_aiconfigurator
 from archsql.kernel_corpus.files import import_files
 from archsql.kernel_corpus.ingest import CorpusWriter, IngestReport, Source
-from archsql.kernel_corpus.storage import corpus_dir, open_corpus, sync
+from archsql.kernel_corpus.storage import corpus_dir, open_corpus, point_view, sync
 
-# the kernel_corpus view reads its Parquet partitions: read-only queries admit that folder
+# the kernel_corpus view reads its Parquet partitions: read-only queries admit that folder,
+# and read it where it is now (a store moved or copied with its corpus folder)
 api.register_readable_dir(corpus_dir)
+api.register_query_hook(point_view)
 
 __all__ = [
     "CorpusWriter",

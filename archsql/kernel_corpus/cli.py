@@ -149,12 +149,21 @@ def summary(db: Path, fmt: str, output: Path | None) -> None:
 @corpus.command()
 @click.pass_obj
 def sync(db: Path) -> None:
-    """Register partition files of the corpus folder that the store does not know."""
+    """Make the store's sources and the corpus folder agree: register partition files the
+    store does not know, unregister sources whose file is gone (import them again)."""
     from archsql.kernel_corpus.storage import corpus_dir
     from archsql.kernel_corpus.storage import sync as do_sync
 
     counts = do_sync(db)
-    console().print(f"{counts['sources']} sources in {counts['files']} files registered from {corpus_dir(db)}")
+    out = console()
+    out.print(f"{counts['sources']} sources in {counts['files']} files registered from {corpus_dir(db)}")
+    if counts["unregistered"]:
+        out.print(
+            f"{counts['unregistered']} sources unregistered: their partition files are missing; "
+            "import them again to bring their rows back"
+        )
+    if counts["staging_removed"]:
+        out.print(f"{counts['staging_removed']} staging folders of interrupted imports removed")
 
 
 # the columns `corpus vs-sol` prints as a table (every column with --format csv/json/parquet)

@@ -17,8 +17,12 @@ transaction on the store:
    also in a rejects CSV).
 
 Nothing is lost silently: every row read is kept, rejected with reasons, or counted as
-already present.  Partition files are moved into the corpus folder only after the
-transaction commits.
+already present.  An import writes, then publishes: its partition file is written and
+fsynced in a staging folder, renamed into the corpus folder, and only then does the
+transaction registering its sources commit — the commit is what makes the rows visible
+(``kernel_corpus`` reads only files a committed source names).  A crash at any step leaves
+the corpus and its sources agreeing; the next import removes the staging folder it left
+(:data:`STEPS`, tests/test_corpus_crash.py).
 """
 
 from __future__ import annotations
@@ -40,7 +44,15 @@ from archsql import __version__
 from archsql.errors import did_you_mean
 from archsql.kernel_corpus.registry import DTYPE_NAMES, OP_KINDS, PHASES, dtype_names_table
 from archsql.kernel_corpus.schema import CORPUS_SCHEMA, PROVENANCE, SIGNATURE, SOURCES_SCHEMA
-from archsql.kernel_corpus.storage import corpus_dir, open_corpus
+from archsql.kernel_corpus.storage import (
+    clean_staging,
+    corpus_dir,
+    fsync_dir,
+    fsync_file,
+    missing_partitions,
+    open_corpus,
+    staging_dir,
+)
 
 ISSUE_TYPE = "struct(field varchar, reason varchar, value varchar)[]"
 _INT_COLUMNS = [f.name for f in CORPUS_SCHEMA if pa.types.is_integer(f.type) and f.name not in PROVENANCE]
@@ -58,6 +70,14 @@ _CHECK_FROM = """
 # reported once, as itself, not again as the field it left empty.
 _CLEAN = "coalesce(len(s.__issues), 0) = 0"
 SAMPLE_REJECTS = 20
+STEPS = ("before_write", "after_write", "after_publish", "after_commit", "before_cleanup")
+
+
+def _step(name: str) -> None:
+    """The import passes each of ``STEPS`` in order; a no-op, replaced by the crash-injection
+    tests (tests/test_corpus_crash.py) to kill the process there."""
+
+
 MEMORY_LIMIT = "4GB"  # located rejections a report keeps in memory (all are in the store)
 
 
@@ -72,12 +92,17 @@ class Source:
     location: str  # where it was read from
     environment: dict = field(default_factory=dict, compare=False)
     row_label: str = "row"  # how source_row reads in messages: 'line' (CSV) or 'row'
+    # what, besides the bytes, makes two sources different: by default the key (aiconfigurator:
+    # the same table under another GPU's folder measured another GPU).  A measurement file
+    # says everything in its rows, so its scope is the origin alone: the same bytes under
+    # another file name are the same source, imported once.
+    scope: str | None = None
 
     @property
     def hash(self) -> str:
-        """The source_hash: key and content together, so the same bytes under another
-        key (another GPU's folder) are another source."""
-        return hashlib.sha256(f"{self.key}\0{self.content_sha256}".encode()).hexdigest()[:16]
+        """The source_hash: scope (default: key) and content together."""
+        scope = self.key if self.scope is None else self.scope
+        return hashlib.sha256(f"{scope}\0{self.content_sha256}".encode()).hexdigest()[:16]
 
 
 def file_sha256(path: str | Path) -> str:
@@ -147,54 +172,101 @@ class CorpusWriter:
         self.report = IngestReport(self.db)
         self._t0 = time.perf_counter()
         self._staged_partitions: list[tuple[Path, Path]] = []
+        self._published: list[Path] = []
         self.con: duckdb.DuckDBPyConnection | None = None
 
     # -- context ---------------------------------------------------------------------------
 
     def __enter__(self) -> CorpusWriter:
         self.con = open_corpus(self.db)
-        self._tmp = self.folder / f".import-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+        clean_staging(self.folder)  # what a killed import left (it holds no row of the store)
+        self._tmp = staging_dir(self.folder)
         self.con.begin()
+        lost = [h for h, _ in missing_partitions(self.con, self.folder)]
+        for table in ("kernel_corpus_rejects", "kernel_corpus_sources") if lost else ():
+            self.con.execute(f"delete from {table} where source_hash in (select unnest($h))", {"h": lost})
         self._now = datetime.now(UTC).replace(tzinfo=None)
         self._setup_temp_tables()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        """Write, then publish: the partition files (written and fsynced while staging) are
+        renamed into the corpus folder, then the transaction that registers their sources
+        commits.  The commit is the one point where rows appear: ``kernel_corpus`` reads a
+        file's rows only for sources a committed ``kernel_corpus_sources`` row places in that
+        file, so a crash before it leaves an unreferenced file (replaced by the next import
+        of the same sources, or registered by ``corpus sync``) and never a source without its
+        file; a crash after it leaves only the staging folder, removed by the next import."""
         con = self.con
         assert con is not None
+        committed = False
         try:
             if exc_type is not None:
                 con.rollback()
                 return
             self._summarize()
+            self._publish()
+            _step("after_publish")
             con.commit()
-            for parent in {final.parent for _, final in self._staged_partitions}:
-                parent.mkdir(parents=True, exist_ok=True)
-            for staged, final in self._staged_partitions:
-                if final.exists():  # same content hash: the same rows, written once
-                    staged.unlink()
-                else:
-                    staged.replace(final)
+            committed = True
+            _step("after_commit")
         finally:
+            if not committed:
+                for path in self._published:  # written by this import, referenced by no committed row
+                    path.unlink(missing_ok=True)
+            _step("before_cleanup")
             shutil.rmtree(self._tmp, ignore_errors=True)
             con.close()
             self.report.seconds = time.perf_counter() - self._t0
 
+    def _publish(self) -> None:
+        """Rename the staged partition files to their names in the corpus folder.  A file
+        already there that a registered source names is kept (the same content hash: the
+        same rows, written once); one no source names is what an import that did not commit
+        left, and is replaced."""
+        if not self._staged_partitions:
+            return
+        referenced = {
+            r[0]
+            for r in self.con.execute(
+                "select distinct partition_file from kernel_corpus_sources where partition_file is not null "
+                "and source_hash not in (select unnest($h))",
+                {"h": [o.source.hash for o in self.report.imported]},
+            ).fetchall()
+        }
+        for parent in {final.parent for _, final in self._staged_partitions}:
+            parent.mkdir(parents=True, exist_ok=True)
+        for staged, final in self._staged_partitions:
+            if final.relative_to(self.folder).as_posix() in referenced and final.exists():
+                staged.unlink()
+                continue
+            existed = final.exists()
+            staged.replace(final)
+            if not existed:
+                self._published.append(final)
+        for parent in {final.parent for _, final in self._staged_partitions}:
+            fsync_dir(parent)
+
     # -- sources ---------------------------------------------------------------------------
 
     def new_sources(self, sources: Iterable[Source]) -> list[Source]:
-        """The sources not imported yet; the others are reported as skipped."""
+        """The sources not imported yet; the others are reported as skipped.  A source whose
+        partition file is missing from the corpus folder (deleted, or lost by a crash of an
+        older archsql) is not imported: its registration is dropped and it is imported again."""
         sources = list(sources)
-        known = dict(
-            self.con.execute(
-                "select source_hash, strftime(imported_at, '%Y-%m-%d %H:%M') from kernel_corpus_sources"
+        known = {
+            h: (key, when)
+            for h, key, when in self.con.execute(
+                "select source_hash, source_key, strftime(imported_at, '%Y-%m-%d %H:%M') from kernel_corpus_sources"
             ).fetchall()
-        )
+        }
         fresh = []
         for s in sources:
             if s.hash in known:
+                key, when = known[s.hash]
+                as_key = f" as {key}" if key != s.key else ""
                 self.report.outcomes.append(
-                    Outcome(s, "already imported", note=f"same content imported on {known[s.hash]} UTC")
+                    Outcome(s, "already imported", note=f"same content imported{as_key} on {when} UTC")
                 )
             else:
                 fresh.append(s)
@@ -448,10 +520,12 @@ class CorpusWriter:
 
     def _write_partition(self, sources: Sequence[Source]) -> str | None:
         """Write the kept rows of this batch as one Parquet file in the import's temporary
-        folder (moved into the corpus folder on commit); returns its path in the folder."""
+        folder (renamed into the corpus folder just before the commit); returns its path in
+        the folder."""
         kept = self.con.execute(f"select count(*) from __c as c {self._kept()}").fetchall()[0][0]
         if not kept:
             return None
+        _step("before_write")
         batch = hashlib.sha256("\0".join(sorted(s.hash for s in sources)).encode()).hexdigest()[:16]
         rel = f"{sources[0].origin}/{batch}.parquet"
         staged = self._tmp / "staged" / rel.replace("/", "-")
@@ -463,7 +537,9 @@ class CorpusWriter:
         with pq.ParquetWriter(staged, CORPUS_SCHEMA, compression="zstd") as out:
             for batch in reader:
                 out.write_table(pa.Table.from_batches([batch]).cast(CORPUS_SCHEMA))
+        fsync_file(staged)  # on disk before any row of the store names it
         self._staged_partitions.append((staged, self.folder / rel))
+        _step("after_write")
         return rel
 
     def _hint_unknown_names(self) -> None:

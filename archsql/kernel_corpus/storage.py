@@ -23,6 +23,8 @@ store.  :func:`sync` registers partitions copied in from another corpus.
 
 from __future__ import annotations
 
+import os
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,7 +35,7 @@ import pyarrow.parquet as pq
 from archsql import __version__
 from archsql.errors import Issue, StoreError
 from archsql.kernel_corpus.registry import dtype_names_table, op_kinds_table
-from archsql.kernel_corpus.schema import CORPUS_SCHEMA, SOURCES_SCHEMA, TABLES
+from archsql.kernel_corpus.schema import CORPUS_SCHEMA, SOURCES_SCHEMA, TABLES, sql_type
 
 VIEWS_DIR = Path(__file__).with_name("views")
 SCHEMA_PARTITION = "schema/kernel_corpus.parquet"
@@ -63,10 +65,9 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
         # the store's missing tables (parameter tables with their defaults) and the model views
         write_store(path, {})
     _ensure_schema_partition(path)
-    try:
-        con = duckdb.connect(str(path))
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    from archsql.store import open_file
+
+    con = open_file(path, read_only=False)
     try:
         con.execute("set enable_progress_bar = false")
         con.begin()
@@ -90,34 +91,43 @@ def connect_read_only(db: str | Path) -> duckdb.DuckDBPyConnection:
     path = Path(db)
     if not path.is_file():
         raise StoreError(f"no archsql store at {path}; import a corpus or run `archsql build` first")
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    from archsql.store import open_file
+
+    con = open_file(path, read_only=True)
     if "kernel_corpus_sources" not in _tables(con):
         con.close()
         raise StoreError(f"{path} has no kernel corpus; run `archsql corpus import aiconfigurator` (or a file)")
     con.execute("set enable_progress_bar = false")
+    point_view(con, path)
     return con
 
 
 def sync(db: str | Path) -> dict[str, int]:
-    """Register the sources of partition files the store does not know (a corpus folder
-    copied from elsewhere), with what each file tells: source, key, hash, rows.  Returns
-    the counts of files and sources registered."""
+    """Make the store's sources and the corpus folder agree, in both directions:
+
+    * a source whose partition file is gone (deleted, or lost by a crash of an older archsql
+      between its commit and its file move) is unregistered, with its rejects, so that
+      importing it again brings its rows back (``unregistered``);
+    * the sources of partition files the store does not know (a corpus folder copied from
+      elsewhere, or a file published by an import that crashed before its commit) are
+      registered with what each file tells: source, key, hash, rows (``files``, ``sources``).
+
+    Staging folders of imports that died are removed (``staging_removed``).  Returns the counts."""
     folder = corpus_dir(db)
     con = open_corpus(db)
     files = sources = 0
     try:
-        known = {r[0] for r in con.execute("select source_hash from kernel_corpus_sources").fetchall()}
-        now = datetime.now(UTC).replace(tzinfo=None)
+        staging = clean_staging(folder)
         con.begin()
         try:
+            unregistered = _unregister_missing(con, folder)
+            known = {r[0] for r in con.execute("select source_hash from kernel_corpus_sources").fetchall()}
+            now = datetime.now(UTC).replace(tzinfo=None)
             for path in sorted(folder.glob("*/*.parquet")):
                 rel = path.relative_to(folder).as_posix()
                 found = con.execute(
                     "select source_hash, any_value(source), any_value(source_key), count(*) "
-                    "from read_parquet($p) group by source_hash",
+                    "from read_parquet($p) group by source_hash order by source_hash",
                     {"p": str(path)},
                 ).fetchall()
                 rows = []
@@ -130,7 +140,7 @@ def sync(db: str | Path) -> dict[str, int]:
                         source_key=key,
                         source_hash=source_hash,
                         origin=path.parent.name,
-                        location=str(path),
+                        location=rel,
                         partition_file=rel,
                         rows_kept=n,
                         imported_at=now,
@@ -148,16 +158,109 @@ def sync(db: str | Path) -> dict[str, int]:
             raise
     finally:
         con.close()
-    return {"files": files, "sources": sources}
+    return {"files": files, "sources": sources, "unregistered": unregistered, "staging_removed": staging}
+
+
+def missing_partitions(con: duckdb.DuckDBPyConnection, folder: Path) -> list[tuple[str, str]]:
+    """(source_hash, partition_file) of the sources whose partition file is not in ``folder``."""
+    claimed = con.execute(
+        "select source_hash, partition_file from kernel_corpus_sources where partition_file is not null"
+    ).fetchall()
+    return [(h, rel) for h, rel in claimed if not (folder / rel).is_file()]
+
+
+def _unregister_missing(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
+    """Drop the sources (and their rejects) whose partition file is missing; returns how many."""
+    missing = [h for h, _ in missing_partitions(con, folder)]
+    if missing:
+        for table in ("kernel_corpus_rejects", "kernel_corpus_sources"):
+            con.execute(f"delete from {table} where source_hash in (select unnest($h))", {"h": missing})
+    return len(missing)
+
+
+STAGING_PREFIX = ".import-"
+
+
+def staging_dir(folder: Path) -> Path:
+    """A fresh staging folder of this process in the corpus folder (same file system as the
+    partitions, so publishing a file is an atomic rename)."""
+    return folder / f"{STAGING_PREFIX}{os.getpid()}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+
+
+def clean_staging(folder: Path) -> int:
+    """Remove the staging folders of imports that are no longer running (killed, or crashed
+    before their cleanup): those of other processes that are gone.  Returns how many."""
+    removed = 0
+    for path in folder.glob(f"{STAGING_PREFIX}*"):
+        pid = path.name[len(STAGING_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and (int(pid) == os.getpid() or _alive(int(pid))):
+            continue  # an import still running (this process's own included)
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Persist the entries of ``path`` (a rename into it) where the platform allows."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # -- helpers -------------------------------------------------------------------------------
 
 
 def _partitions_sql(db: str | Path) -> str:
-    cols = ", ".join(CORPUS_SCHEMA.names)
+    """The rows of the partition files that a committed ``kernel_corpus_sources`` row names:
+    a file written by an import that never committed (a crash) holds no visible row, and a
+    source's rows are read from its own file only (never twice)."""
+    cols = ", ".join(f"p.{c}" for c in CORPUS_SCHEMA.names)
     glob = partitions_glob(db).replace("'", "''")
-    return f"select {cols} from read_parquet('{glob}', union_by_name = true)"
+    return (
+        f"select {cols} from read_parquet('{glob}', union_by_name = true, filename = '__partition') as p "
+        "where exists (select 1 from kernel_corpus_sources as s where s.source_hash = p.source_hash "
+        "and s.partition_file = regexp_extract(replace(p.__partition, '\\', '/'), '[^/]+/[^/]+$'))"
+    )
+
+
+def point_view(con: duckdb.DuckDBPyConnection, db: str | Path) -> None:
+    """Point ``kernel_corpus`` of this connection at the corpus folder beside ``db`` as it is
+    now (a temporary view shadowing the stored one), so a store moved or copied together with
+    its corpus folder answers from its own folder, also read-only.  A store without a corpus
+    is left alone."""
+    if "kernel_corpus_sources" not in _tables(con):
+        return
+    if any(corpus_dir(db).glob("*/*.parquet")):
+        rows = _partitions_sql(db)
+    else:  # no corpus folder beside the store (copied without it): no measurement
+        cols = ", ".join(f"null::{sql_type(f.type)} as {f.name}" for f in CORPUS_SCHEMA)
+        rows = f"select {cols} where false"
+    con.execute(f"create or replace temp view kernel_corpus as {rows}")
 
 
 def _ensure_schema_partition(db: Path) -> None:
@@ -188,10 +291,9 @@ def _store_complete(path: Path) -> bool:
 
 
 def _has_relations(path: Path, names: tuple[str, ...]) -> bool:
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    from archsql.store import open_file
+
+    con = open_file(path, read_only=True)
     try:
         rows = con.execute(
             "select table_name from information_schema.tables "

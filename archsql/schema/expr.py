@@ -98,6 +98,15 @@ def _check_power(base: Any, exponent: Any, text: str) -> None:
             )
 
 
+class FlagValue(int):
+    """An integer that is a boolean where it was written (``true`` in a spec, a JSON
+    ``true`` in the config): 0 or 1 to arithmetic, but a dim that is not a flag refuses it
+    (``hidden_size: true`` is not a width of 1).  Arithmetic on it gives a plain int."""
+
+    def __repr__(self) -> str:
+        return "true" if self else "false"
+
+
 class _Missing:
     """A config key that is absent (distinct from JSON null)."""
 
@@ -237,7 +246,7 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
     and numbers out of range (every bound above).
     """
     if isinstance(text, bool):
-        return int(text)
+        return FlagValue(text)
     if isinstance(text, int):
         return text
     tree = _parse(text)
@@ -260,12 +269,12 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
     def walk(node: ast.AST) -> Any:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool):
-                return int(node.value)
+                return FlagValue(node.value)
             if node.value is None or isinstance(node.value, int | float):
                 _check_int(node.value, f"number {ast.unparse(node)}")
                 return node.value
         if isinstance(node, ast.Name) and node.id in ("True", "False"):
-            return int(node.id == "True")
+            return FlagValue(node.id == "True")
         if isinstance(node, ast.Attribute):
             value = lookup(node)
             return _present(value, node)
@@ -277,7 +286,7 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
                     if last:
                         return _present(value, operand)
                     continue
-                return int(value) if isinstance(value, bool) else value
+                return FlagValue(value) if isinstance(value, bool) else value
         if isinstance(node, ast.IfExp):
             return walk(node.body) if walk(node.test) else walk(node.orelse)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
@@ -337,7 +346,7 @@ def eval_binding(text: str | int | bool, config: Mapping[str, Any]) -> Any:
     def _present(value: Any, node: ast.AST) -> Any:
         if isinstance(value, _Missing):
             raise MissingConfigKey(value.key, value.hint)
-        return int(value) if isinstance(value, bool) else value
+        return FlagValue(value) if isinstance(value, bool) else value
 
     return walk(tree)
 

@@ -635,6 +635,16 @@ def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ..
         )
         return data
     base_path = path.with_name(f"{parent}.yaml")
+    if parent == data.get("model") or base_path.resolve() == path.resolve():
+        col.add(
+            data,
+            "extends",
+            "$.extends",
+            f"model {parent!r} extends itself",
+            hint="extends names another model, the one this model is derived from",
+            value=True,
+        )
+        return data
     if not base_path.exists() and (_CATALOG_MODELS / f"{parent}.yaml").exists():
         base_path = _CATALOG_MODELS / f"{parent}.yaml"  # a derived model outside the catalog extends a catalog model
     if not base_path.exists():
@@ -647,16 +657,18 @@ def _resolve_extends(path: Path, data: Any, col: Collector, seen: tuple[Path, ..
             value=True,
         )
         return data
-    if base_path.resolve() in seen:
+    chain = (*seen, path.resolve())
+    if base_path.resolve() in chain:
         col.add(
             data,
             "extends",
             "$.extends",
-            "extends chain forms a cycle: " + " → ".join(p.stem for p in (*seen, base_path)),
+            "extends chain forms a cycle: " + " → ".join(p.stem for p in (*chain, base_path)),
+            hint="one model of the chain must extend none of the others",
             value=True,
         )
         return data
-    base = _resolve_extends(base_path, load_yaml(base_path), col, (*seen, path.resolve()))
+    base = _resolve_extends(base_path, load_yaml(base_path), col, chain)
     return _merge(base, data) if isinstance(base, dict) else data
 
 
