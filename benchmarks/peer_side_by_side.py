@@ -201,10 +201,24 @@ def archsql_figures(con, cases: list[Case], models: dict[str, str]) -> dict[str,
             "m.limited_by, m.fits from device_memory as m inner join peer_keys as k using (model, deployment, workload)"
         ).fetchall()
     }
+    # the same steps as the case's framework launches them, its newest rule file (step_kernel_sol)
+    fused: dict[tuple, dict] = {}
+    for m, d, w, framework, version, t in con.execute(
+        "select s.model, s.deployment, s.workload, s.framework, s.version, s.time_s from step_kernel_sol as s "
+        "inner join peer_keys as k using (model, deployment, workload)"
+    ).fetchall():
+        fused.setdefault((m, d, w, framework), {})[tuple(int(x) for x in version.split("."))] = t
+
+    def newest(key: tuple) -> float | None:
+        versions = fused.get(key)
+        return versions[max(versions)] if versions else None
+
     out = {}
     for c in cases:
         m = models[c.model_id]
         ttft, ttft_fits = steps[(m, c.deployment, c.prefill)]
+        ttft_fused = newest((m, c.deployment, c.prefill, c.framework))
+        tpot_fused = newest((m, c.deployment, c.decode, c.framework))
         tpot, tpot_fits = steps[(m, c.deployment, c.decode)]
         weights, kv, max_batch, limited_by, full_fits = memory[(m, c.deployment, c.full)]
         out[c.case] = {
@@ -214,8 +228,16 @@ def archsql_figures(con, cases: list[Case], models: dict[str, str]) -> dict[str,
             "kv_bytes_per_token_per_gpu": kv / (c.batch_per_rank * c.full_context),
             "ttft_ms": ttft * 1e3,
             "tpot_ms": tpot * 1e3,
+            "ttft_fused_ms": None if ttft_fused is None else ttft_fused * 1e3,
+            "tpot_fused_ms": None if tpot_fused is None else tpot_fused * 1e3,
             "max_batch_per_rank": max_batch,
-            "fits": {"ttft_ms": ttft_fits, "tpot_ms": tpot_fits, "max_batch_per_rank": full_fits},
+            "fits": {
+                "ttft_ms": ttft_fits,
+                "tpot_ms": tpot_fits,
+                "ttft_fused_ms": ttft_fits,
+                "tpot_fused_ms": tpot_fits,
+                "max_batch_per_rank": full_fits,
+            },
             "limited_by": limited_by,
         }
     return out
@@ -227,6 +249,8 @@ QUANTITIES = (
     ("ttft_ms", "TTFT: prefill of the whole batch (ms)", 1, "{:,.1f}"),
     ("tpot_ms", "TPOT: one decode step of the whole batch (ms)", 1, "{:.2f}"),
     ("max_batch_per_rank", "Max batch per attention-DP rank", 1, "{:,.0f}"),
+    ("ttft_fused_ms", "TTFT with the framework's fused kernels (step_kernel_sol, newest rules; ms)", 1, "{:,.1f}"),
+    ("tpot_fused_ms", "TPOT with the framework's fused kernels (step_kernel_sol, newest rules; ms)", 1, "{:.2f}"),
 )
 PEERS = ("aic SOL", "aic SILICON", "genz", "llm-analysis")
 
@@ -277,7 +301,8 @@ def render(cases: list[Case], ours: dict[str, dict], peers: dict, command: str) 
             if key in mine["fits"] and not mine["fits"][key]:
                 cell += " (oom)"
             cells = [cell]
-            ref = peers.get(("aic SOL", c.case), {}).get(key)
+            peer_key = key.replace("_fused", "")  # a fused step is compared with the peers' step
+            ref = peers.get(("aic SOL", c.case), {}).get(peer_key)
             if ref and value is not None:
                 delta = value / ref - 1
                 flag = "⚑" if abs(delta) > FLAG_OVER else ""
@@ -287,11 +312,11 @@ def render(cases: list[Case], ours: dict[str, dict], peers: dict, command: str) 
                 cells += [_fmt(ref, scale, fmt), "–", ""]
             for label in PEERS[1:]:
                 d = peers.get((label, c.case), {})
-                v = _fmt(d.get(key), scale, fmt)
-                if d.get("status") == "oom" and key in ("ttft_ms", "tpot_ms"):
+                v = _fmt(d.get(peer_key), scale, fmt)
+                if d.get("status") == "oom" and peer_key in ("ttft_ms", "tpot_ms"):
                     v += " (oom)"
                 cells.append(v)
-            if peers.get(("aic SOL", c.case), {}).get("status") == "oom" and key in ("ttft_ms", "tpot_ms"):
+            if peers.get(("aic SOL", c.case), {}).get("status") == "oom" and peer_key in ("ttft_ms", "tpot_ms"):
                 cells[1] += " (oom)"
             lines.append(f"| {short_case(c)} | " + " | ".join(cells) + " |")
         lines.append("")
