@@ -18,9 +18,9 @@ Shard sets (``model.safetensors.index.json``) are read here too: every shard's h
 from __future__ import annotations
 
 import json
-import re
 import math
 import os
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
