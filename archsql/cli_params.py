@@ -24,7 +24,7 @@ DEPLOYMENT_TABLE_COLUMNS = ("deployment", "gpu", "gpus", "mesh", "weight_profile
 
 _COLUMN_HELP = {
     "gpu": "A GPU of the store (archsql gpu list).",
-    "gpus": "GPUs in the deployment [default: tp × cp × dp × pp].",
+    "gpus": "GPUs in the deployment [default: tp × cp × dp × pp; dp and moe_tp fill what the others leave].",
     "cp_kind": "Context-parallel kind: none (cp 1), ring or ulysses [default: none].",
     "nodes": "Nodes the GPUs span [default: one per scale-up domain].",
     "weight_dtype": "dtype the weight matmuls run in [default: bf16].",

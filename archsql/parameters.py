@@ -20,6 +20,7 @@ The listings are queries of the parameter tables; the same functions are exporte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import pyarrow as pa
 
 from archsql.errors import Issue, ParameterError, did_you_mean, unknown_name
 from archsql.gpus.table import GPU_SCHEMA, parse_gpu_row
-from archsql.schema.parallel import AXES, MESH_AXES
+from archsql.schema.parallel import AXES, MESH_AXES, fill_degrees
 from archsql.schema.tables import PARAMETER_TABLES, PHASES
 from archsql.store import connect, insert_deployments, insert_rows, remove_deployments, remove_workloads
 
@@ -93,8 +94,10 @@ def add_deployment(
     speculative_tokens), the degree of each mesh axis (tp=4, ep=8; an axis not given has
     degree 1) and ``framework``.  With ``like``, every field not given is that deployment's.
     Without it: cp_kind none, bf16 weights/activations/KV, the weight profile of the weight
-    dtype, the vLLM memory fraction, and ``gpus`` the product of the attention degrees
-    (tp × cp × dp × pp) when not given.  ``replace``: an existing deployment of that name is
+    dtype, the vLLM memory fraction, ``gpus`` the product of the attention degrees given
+    (tp × cp × dp × pp) when not given, and dp and moe_tp, when not given, what the other
+    degrees of their span leave of the GPUs (:func:`archsql.schema.parallel.fill_degrees`, the
+    sweep's rule): ``tp=8`` is tp 8 and moe_tp 8 on 8 GPUs.  ``replace``: an existing deployment of that name is
     replaced instead of refused."""
     fields = {k: v for k, v in fields.items() if v is not None}
     issues: list[Issue] = []
@@ -147,11 +150,10 @@ def add_deployment(
             row = {**DEPLOYMENT_DEFAULTS, **row}
             row.setdefault("weight_profile", row["weight_dtype"])
             row.setdefault("framework", DEFAULT_FRAMEWORK)
-            attention = [a.name for a in MESH_AXES if "attention" in a.spans]
-            gpus = 1
-            for axis in attention:
-                gpus *= row.get(axis, AXES[axis].default)
-            row.setdefault("gpus", gpus)
+            given = {axis: row.pop(axis) for axis in AXES if axis in row}
+            if "gpus" not in row:  # the attention degrees given (dp, the filled axis, 1 unless given)
+                row["gpus"] = math.prod(given.get(a.name, a.default) for a in MESH_AXES if "attention" in a.spans)
+            row.update(fill_degrees(row["gpus"], given))
         if deployment in existing:
             remove_deployments(con, [deployment])
         insert_deployments(con, [{"deployment": deployment, **row}], like=like)
