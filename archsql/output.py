@@ -29,6 +29,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,7 @@ def human_flops(n: float | int | None) -> str:
 
 
 def _zero(x: float | int) -> float | int:
-    return 0 if x == 0 else x  # -0.0 prints as 0
+    return abs(x) if x == 0 else x  # -0.0 prints as 0
 
 
 def _sig3(x: float) -> str:
@@ -188,6 +189,10 @@ def cell(value: Any, unit: str | None = None) -> str:
     characters escaped."""
     if value is None:
         return "NULL"
+    if isinstance(value, Decimal):  # a SQL literal such as 0.0: exact digits, zero as 0
+        value = float(value) if unit is not None else value
+        if not isinstance(value, float):
+            return "0" if value == 0 else str(value)
     if unit is not None and isinstance(value, int | float) and not isinstance(value, bool):
         return HUMAN_UNITS[unit](value)
     if isinstance(value, float):
