@@ -121,7 +121,10 @@ def test_no_table_wider_than_the_terminal(db: Path, args: list[str], columns: in
     result = run("--db", str(db), *args, columns=columns)
     assert result.exit_code == 0, result.output
     assert widest(result.stdout) <= columns, result.stdout
-    assert "…" not in result.stdout  # nothing is cut off: wrapped, or one record per row
+    if args == ["models"]:  # the first column (the row's name) is never wrapped or cut
+        assert all(name in result.stdout for name in api.catalog())
+    else:  # nothing is cut off with an ellipsis: wrapped, or one record per row
+        assert "…" not in result.stdout
 
 
 def test_too_wide_becomes_records_and_wide_enough_stays_a_table(db: Path) -> None:
