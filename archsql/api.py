@@ -106,12 +106,37 @@ def check_read_only(sql: str) -> None:
             isinstance(stmt, exp.Command) and stmt.name.upper() in ("SUMMARIZE", "DESCRIBE", "SHOW")
         ):
             kind = stmt.key.upper()
-            raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement", issues=[])
+            raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement; {_instead(stmt)}")
         for node in stmt.walk():
             if isinstance(node, exp.Anonymous | exp.Func) and node.sql_name().lower() in _FILE_FUNCS:
                 raise UnsafeSQLError(
                     f"'{node.sql_name().lower()}' reads or writes files; archsql sql only queries the store"
                 )
+
+
+# the command that changes each parameter table (archsql/cli_params.py; the same in this module)
+WRITE_COMMANDS = {
+    "deployments": "archsql deployment add|rm (api.add_deployment, api.remove_deployments)",
+    "deployment_mesh": "archsql deployment add --tp 4 --dp 2 … (api.add_deployment)",
+    "deployment_frameworks": "archsql deployment add --framework … (api.add_deployment)",
+    "workloads": "archsql workload add|rm (api.add_workload, api.remove_workloads)",
+    "workload_images": "archsql workload add --image-patches … (api.add_workload)",
+    "gpus": "archsql gpu add (api.add_gpu)",
+}
+
+
+def _instead(stmt) -> str:
+    """What to run instead of a write statement: the parameter command of the table it names."""
+    from sqlglot import exp
+
+    tables = [t.name for t in stmt.find_all(exp.Table)]
+    for name in tables:
+        if name.lower() in WRITE_COMMANDS:
+            return f"to change {name.lower()} use {WRITE_COMMANDS[name.lower()]}"
+    return (
+        "the store changes through archsql build and the parameter commands "
+        "(archsql deployment|workload|gpu add|rm; in Python archsql.store.insert_rows on a writable connection)"
+    )
 
 
 _FILE_FUNCS = {
@@ -293,17 +318,91 @@ def explain(
     )
 
 
+# ---------------------------------------------------------------------------- parameter tables
+
+
+def _store(db: str | Path | None) -> Path:
+    return Path(db) if db else default_db()
+
+
+def add_deployment(deployment: str, db: str | Path | None = None, **fields) -> pa.Table:
+    """Add a deployment (archsql.parameters.add_deployment: fields by column or mesh-axis name,
+    ``like``, ``replace``); checked by deployment_checks before it is kept.  Returns its row."""
+    from archsql import parameters
+
+    return parameters.add_deployment(_store(db), deployment, **fields)
+
+
+def deployments(db: str | Path | None = None) -> pa.Table:
+    """Every deployment of the store, one row each (mesh: the degrees above 1)."""
+    from archsql import parameters
+
+    return parameters.list_deployments(_store(db))
+
+
+def remove_deployments(names: Sequence[str], db: str | Path | None = None) -> list[str]:
+    """Remove deployments (mesh and framework rows with them); an unknown name removes nothing."""
+    from archsql import parameters
+
+    return parameters.remove_deployment_rows(_store(db), list(names))
+
+
+def add_workload(workload: str, db: str | Path | None = None, **fields) -> tuple[pa.Table, list[str]]:
+    """Add a workload (archsql.parameters.add_workload: phase, batch, context, new_tokens,
+    image_patches, replace); returns its row and warnings (a context beyond a model's maximum)."""
+    from archsql import parameters
+
+    return parameters.add_workload(_store(db), workload, **fields)
+
+
+def workloads(db: str | Path | None = None) -> pa.Table:
+    """Every workload of the store with its image patches per request."""
+    from archsql import parameters
+
+    return parameters.list_workloads(_store(db))
+
+
+def remove_workloads(names: Sequence[str], db: str | Path | None = None) -> list[str]:
+    """Remove workloads (their image rows with them); an unknown name removes nothing."""
+    from archsql import parameters
+
+    return parameters.remove_workload_rows(_store(db), list(names))
+
+
+def add_gpu(gpu: str, db: str | Path | None = None, *, like: str | None = None, replace: bool = False, **values):
+    """Add a GPU row (gpus.csv columns by name; ``like`` copies another GPU's figures, not its
+    sources); returns it."""
+    from archsql import parameters
+
+    return parameters.add_gpu(_store(db), gpu, like=like, replace=replace, values=values)
+
+
+def gpus(db: str | Path | None = None) -> pa.Table:
+    """Every GPU row of the store."""
+    from archsql import parameters
+
+    return parameters.list_gpus(_store(db))
+
+
 __all__ = [
     "ArchsqlError",
     "BuildReport",
     "Explanation",
+    "add_deployment",
+    "add_gpu",
+    "add_workload",
     "build",
     "catalog",
     "check_read_only",
     "default_db",
+    "deployments",
     "evaluate",
     "explain",
     "formula",
+    "gpus",
     "query",
+    "remove_deployments",
+    "remove_workloads",
     "to_polars",
+    "workloads",
 ]

@@ -14,15 +14,26 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pyarrow as pa
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from archsql import __version__, api
+from archsql.cli_params import COMMANDS as PARAMETER_COMMANDS
 from archsql.design.cli import COMMANDS as DESIGN_COMMANDS
 from archsql.errors import EXIT_VERDICT
 from archsql.kernel_corpus.cli import bench, corpus
-from archsql.output import FORMATS, check_format, console, emit, human, human_bytes, plural, report_errors
+from archsql.output import (
+    check_format,
+    console,
+    emit,
+    format_option,
+    human,
+    output_option,
+    plural,
+    printable,
+    report_errors,
+)
 from archsql.schema.tables import PHASES
 
 # `archsql build` prints the saved query archsql/queries/summary.sql.
@@ -44,7 +55,7 @@ class _Group(click.Group):
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="The DuckDB store [default: $ARCHSQL_DB or ./archsql.duckdb].",
+    help="The DuckDB store [default: $ARCHSQL_DB or ./archsql.duckdb]; also accepted after the subcommand.",
 )
 @click.version_option(__version__, prog_name="archsql")
 @click.pass_context
@@ -56,16 +67,23 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 # ---------------------------------------------------------------------------- build
 
 
+_FORMAT_OPTION = format_option()
+_OUTPUT_OPTION = output_option()
+
+
 @cli.command()
 @click.argument("models", nargs=-1)
+@_FORMAT_OPTION
+@_OUTPUT_OPTION
 @click.pass_obj
-def build(db: Path, models: tuple[str, ...]) -> None:
+def build(db: Path, models: tuple[str, ...], fmt: str, output: Path | None) -> None:
     """Evaluate models into the store and print the summary.
 
     MODELS are catalog names or paths to model .yaml files; default: the whole catalog.
     """
     from archsql.specs import default_library
 
+    check_format(fmt, output)
     names = list(models) or api.catalog()
     library = default_library()
     for name in names:  # an unknown name fails before any work, with a "did you mean"
@@ -84,53 +102,21 @@ def build(db: Path, models: tuple[str, ...]) -> None:
         def step(model: str) -> None:
             bar.advance(task)
             done = bar.tasks[0].completed >= len(names)
-            bar.update(task, description="writing the store" if done else f"evaluated {model}")
+            bar.update(task, description="writing the store" if done else f"evaluated {escape(printable(model))}")
 
         report = api.build(names, db=db, progress=step)
     from archsql import queries
 
-    summary = queries.run(SUMMARY_QUERY, db=report.db).to_pylist()
+    summary = queries.run(SUMMARY_QUERY, db=report.db)
     built = set(report.models)
-    shown = [row for row in summary if row["model"] in built]
-    table = Table(title=f"{plural(len(shown), 'model')} in {report.db}", header_style="bold")
-    for name, justify in (
-        ("model", "left"),
-        ("params", "right"),
-        ("active params", "right"),
-        ("layers", "right"),
-        ("hidden size", "right"),
-        ("KV / token (bf16)", "right"),
-    ):
-        table.add_column(name, justify=justify)
-    for row in shown:
-        table.add_row(
-            row["model"],
-            human(row["params"]),
-            human(row["active_params"]),
-            str(row["layers"]),
-            str(row["hidden_size"]),
-            human_bytes(row["kv_bytes_per_token_bf16"]),
-        )
-    out = console()
-    out.print(table)
-    others = len(summary) - len(shown)
+    shown = summary.filter([m in built for m in summary.column("model").to_pylist()])
+    emit(shown, fmt, output, title=f"{plural(shown.num_rows, 'model')} in {report.db}")
+    others = summary.num_rows - shown.num_rows
     note = f" (the store also holds {plural(others, 'other model')})" if others else ""
-    out.print(f"built {plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}")
+    click.echo(f"built {plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}", err=fmt != "table")
 
 
 # ---------------------------------------------------------------------------- sql
-
-
-_FORMAT_OPTION = click.option(
-    "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format."
-)
-_OUTPUT_OPTION = click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write to this file instead of stdout (required for parquet).",
-)
 
 
 @cli.command()
@@ -153,15 +139,11 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
     """Run a saved query (archsql/queries/NAME.sql); without NAME, list them."""
     from archsql import queries
 
-    if name is None:
-        table = Table(header_style="bold")
-        table.add_column("query")
-        table.add_column("description")
-        for query_name, description in queries.saved().items():
-            table.add_row(query_name, Text(description))
-        console().print(table)
-        return
     check_format(fmt, output)
+    if name is None:
+        listing = queries.saved()
+        emit(pa.table({"query": list(listing), "description": list(listing.values())}), fmt, output)
+        return
     emit(queries.run(name, db=db), fmt, output)
 
 
@@ -176,8 +158,9 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
     required=True,
     help="Directory to write <name>.parquet into (created if missing).",
 )
+@format_option(("table", "csv", "json"))
 @click.pass_obj
-def export(db: Path, directory: Path) -> None:
+def export(db: Path, directory: Path, fmt: str) -> None:
     """Write every table and view of the store as DIR/<name>.parquet."""
     from archsql.store import connect
     from archsql.views import computed_once
@@ -189,19 +172,20 @@ def export(db: Path, directory: Path) -> None:
             "where table_catalog = current_database() and table_schema = 'main' order by table_name"
         ).fetchall()
         directory.mkdir(parents=True, exist_ok=True)
-        table = Table(title=f"{len(relations)} files in {directory}", header_style="bold")
-        for name, justify in (("name", "left"), ("kind", "left"), ("rows", "right"), ("file", "left")):
-            table.add_column(name, justify=justify)
+        files = []
         with computed_once(con):  # each view computed once, not once per view that reads it
             for name, kind in relations:
                 path = directory / f"{name}.parquet"
                 quoted = str(path).replace("'", "''")
                 con.execute(f"copy (select * from \"{name}\") to '{quoted}' (format parquet)")
                 rows = con.execute(f'select count(*) from "{name}"').fetchone()[0]
-                table.add_row(name, "view" if kind == "VIEW" else "table", str(rows), str(path))
+                files.append(
+                    {"name": name, "kind": "view" if kind == "VIEW" else "table", "rows": rows, "file": str(path)}
+                )
     finally:
         con.close()
-    console().print(table)
+    schema = pa.schema([("name", pa.string()), ("kind", pa.string()), ("rows", pa.int64()), ("file", pa.string())])
+    emit(pa.Table.from_pylist(files, schema=schema), fmt, None, title=f"{len(files)} files in {directory}")
 
 
 # ---------------------------------------------------------------------------- explain
@@ -280,18 +264,23 @@ def explain(
 
 
 @cli.command()
-def models() -> None:
-    """List the bundled catalog of models."""
+@_FORMAT_OPTION
+@_OUTPUT_OPTION
+def models(fmt: str, output: Path | None) -> None:
+    """List the bundled catalog of models (the table: name and description; csv/json/parquet
+    add the Hub id and the spec file)."""
     from archsql.specs import default_library
 
+    check_format(fmt, output)
     library = default_library()
-    table = Table(header_style="bold")
-    for column in ("model", "hf_id", "spec file", "description"):
-        table.add_column(column)
+    rows = []
     for name in api.catalog():
         spec = library.model(name)
-        table.add_row(name, spec.hf_id, Path(spec.file).name, " ".join(spec.doc.split()))
-    console().print(table)
+        doc = " ".join(spec.doc.split())
+        rows.append({"model": name, "hf_id": spec.hf_id, "spec_file": Path(spec.file).name, "description": doc})
+    schema = pa.schema([(c, pa.string()) for c in ("model", "hf_id", "spec_file", "description")])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    emit(table.select(["model", "description"]) if fmt == "table" else table, fmt, output)
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -482,10 +471,43 @@ def sweep(
 cli.add_command(corpus)  # archsql corpus import | summary | sync  (archsql/kernel_corpus/cli.py)
 cli.add_command(bench)
 
+# ---------------------------------------------------------------------------- parameters
+
+for _command in PARAMETER_COMMANDS:  # archsql deployment | workload | gpu  (archsql/cli_params.py)
+    cli.add_command(_command)
+
 # ---------------------------------------------------------------------------- design
 
 for _command in DESIGN_COMMANDS:  # archsql compare | edit | diff | audit  (archsql/design/cli.py)
     cli.add_command(_command)
+
+
+def _set_db(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.obj = value
+
+
+def accept_db_after(group: click.Group) -> None:
+    """``--db`` after the subcommand as well as before it (``archsql sql --db S.duckdb "…"``):
+    every command that reads the store (its callback takes the group's object) gets the option."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            accept_db_after(command)
+        elif hasattr(command.callback, "__wrapped__") and not any(p.name == "db" for p in command.params):
+            command.params.append(
+                click.Option(
+                    ["--db"],
+                    type=click.Path(dir_okay=False, path_type=Path),
+                    default=None,
+                    expose_value=False,
+                    is_eager=True,
+                    callback=_set_db,
+                    help="The DuckDB store (as archsql --db).",
+                )
+            )
+
+
+accept_db_after(cli)
 
 
 def main() -> None:

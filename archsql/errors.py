@@ -120,6 +120,11 @@ class StoreError(ArchsqlError, FileNotFoundError):
     """The DuckDB store is missing or was built by an incompatible version."""
 
 
+class ParameterError(ArchsqlError, ValueError):
+    """A parameter-table row (deployment, workload, GPU) that cannot be added or removed:
+    an unknown name, a value out of its domain, degrees that do not multiply to the GPUs."""
+
+
 class GpuTableError(ArchsqlError, ValueError):
     """The GPU table (archsql/gpus/gpus.csv) has a malformed row or column."""
 

@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # DuckDB file, parameter tables, SQL views
     ("views", "store"),
     # answers built on the store
-    ("output", "api", "sweep", "queries", "publish_check", "design", "kernel_corpus"),
+    ("output", "api", "parameters", "sweep", "queries", "publish_check", "design", "kernel_corpus"),
     # commands
-    ("cli", "design.cli", "kernel_corpus.cli", "__main__"),
+    ("cli", "cli_params", "design.cli", "kernel_corpus.cli", "__main__"),
 )

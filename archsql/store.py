@@ -210,6 +210,21 @@ def keep_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> No
         con.execute(f"delete from {table} where deployment not in (select unnest(?::varchar[]))", [keep])
 
 
+def remove_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """Remove the named deployments with their mesh and framework rows (the complement of
+    :func:`keep_deployments`)."""
+    drop = sorted(set(names))
+    for table in ("deployment_mesh", "deployment_frameworks", "deployments"):
+        con.execute(f"delete from {table} where deployment in (select unnest(?::varchar[]))", [drop])
+
+
+def remove_workloads(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """Remove the named workloads with their image rows."""
+    drop = sorted(set(names))
+    for table in ("workload_images", "workloads"):
+        con.execute(f"delete from {table} where workload in (select unnest(?::varchar[]))", [drop])
+
+
 def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[str, object]]) -> None:
     """Insert rows (one mapping each, by column name; a column not given is null) into the
     parameter table ``name``."""

@@ -7,7 +7,6 @@ back afterwards, so a sweep never changes the store; the views do all the arithm
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pyarrow as pa
 
 from archsql.errors import QueryError
 from archsql.evaluator.storage import NATIVE
-from archsql.schema.parallel import MESH_AXES, SPANS
+from archsql.schema.parallel import MESH_AXES, fill_degrees
 
 # the degree of every mesh axis, in MESH_AXES order
 _DEGREES = ", ".join(f"g.{a.name}" for a in MESH_AXES)
@@ -84,14 +83,8 @@ def grid(
     tried = [degrees.get(a.name, (a.default,)) for a in SWEPT_AXES]
     deployments = []
     for gpu, n, *chosen, w, k in itertools.product(gpus, counts, *tried, weights, kv):
-        mesh = dict(zip((a.name for a in SWEPT_AXES), chosen, strict=True))
-        for span in SPANS:
-            taken = math.prod(mesh[a.name] for a in SWEPT_AXES if span in a.spans)
-            if n % taken:
-                break
-            (fill,) = (a for a in MESH_AXES if a.fills == span)
-            mesh[fill.name] = n // taken
-        else:
+        mesh = fill_degrees(n, dict(zip((a.name for a in SWEPT_AXES), chosen, strict=True)))
+        if all(a.name in mesh for a in MESH_AXES if a.fills):  # else the degrees do not divide n
             deployments.extend(_grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds))
     workloads = [
         {

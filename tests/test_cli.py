@@ -65,7 +65,8 @@ def test_sql_table_csv_json(db: Path) -> None:
     query = "select model, params, layers from model_summary order by params desc"
     table = run(db, "sql", query)
     assert table.exit_code == 0, table.output
-    assert "Meta-Llama-3.1-8B" in table.stdout and "8030261248" in table.stdout
+    # the table is for a person: params in K/M/B (8,030,261,248 → 8.03 B); csv/json keep them exact
+    assert "Meta-Llama-3.1-8B" in table.stdout and "8.03 B" in table.stdout
 
     rows = list(csv.DictReader(io.StringIO(run(db, "sql", query, "--format", "csv").stdout)))
     assert [r["model"] for r in rows] == ["Meta-Llama-3.1-8B", "Qwen3-0.6B"]

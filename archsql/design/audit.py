@@ -635,6 +635,7 @@ def render(card: AuditCard, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from archsql.output import delta as signed
     from archsql.output import human, human_bytes
 
     style = {"reject": "bold red", "tune": "bold yellow", "accept": "bold green"}[card.decision]
@@ -673,12 +674,11 @@ def render(card: AuditCard, console) -> None:
             table.add_column(column, justify=justify)
         for r in card.ledger_rows():
             fmt = human_bytes if "bytes" in r["unit"] else human
-            delta = r["delta"]
             table.add_row(
                 f"{r['section']}.{r['item']}" if r["section"] == "params_by_role" else r["item"],
                 fmt(r["baseline"]),
                 fmt(r["candidate"]),
-                ("+" if delta > 0 else "") + fmt(delta) if delta else "0",
+                signed(r["delta"], fmt),
             )
         console.print(table)
     for note in card.budget_notes:

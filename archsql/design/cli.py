@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from archsql.errors import EXIT_VERDICT
 from archsql.output import check_format, console, emit, human, human_bytes
+from archsql.output import delta as signed
 from archsql.schema.tables import PHASES
 
 _STORE_OPTION = click.option(
@@ -249,7 +250,7 @@ def edit_cmd(
             r["quantity"],
             fmt_value(r["old"]),
             fmt_value(r["new"]),
-            Text(("+" if delta > 0 else "") + fmt_value(delta) if delta else "0", style=style),
+            Text(signed(delta, fmt_value), style=style),
             "—" if r["ratio"] is None else f"{r['ratio']:.4g}",
         )
         last = group

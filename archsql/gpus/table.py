@@ -168,6 +168,13 @@ def load_gpus(path: str | Path | None = None, sources: str | Path | None = None)
     return pa.table({name: pa.array(columns[name], type=schema.field(name).type) for name in schema.names})
 
 
+def parse_gpu_row(row: dict[str, str], label: str) -> tuple[dict, list[Issue]]:
+    """One GPU row given as text per column (every column of :data:`GPU_SCHEMA`), checked by
+    the rules of a gpus.csv row (numbers positive, memory unit, sources cited); ``sources``
+    is free text here (a row added to a store cites its own datasheet, not SOURCES.md)."""
+    return _parse_row(row, GPU_SCHEMA, label, None, None)
+
+
 def _source_ids(path: Path) -> set[str] | None:
     try:
         return set(_SOURCE_ROW.findall(path.read_text(encoding="utf-8")))
@@ -201,7 +208,7 @@ def _check_header(header: list[str], schema: pa.Schema, file: str) -> list[Issue
 
 
 def _parse_row(
-    row: dict[str, str], schema: pa.Schema, file: str, line: int, known_sources: set[str] | None
+    row: dict[str, str], schema: pa.Schema, file: str, line: int | None, known_sources: set[str] | None
 ) -> tuple[dict, list[Issue]]:
     out: dict = {}
     issues: list[Issue] = []

@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from archsql.dtypes import DTYPE_BITS
@@ -364,11 +365,37 @@ def check_weight_map(weight_map: Mapping[str, str], parts: Iterable[FileTensors]
     return issues
 
 
+def is_inside_name(name: str) -> bool:
+    """Whether a file name written in a checkpoint (an index's shard) names a file inside the
+    checkpoint's folder: relative, no ``..`` component, no drive, backslash or NUL.  Checked
+    on the name, not on the resolved path: a Hugging Face snapshot's files are links into its
+    blob store, which are inside the checkpoint although they resolve elsewhere."""
+    if not name or "\\" in name or "\x00" in name or re.match(r"[A-Za-z]:", name):
+        return False
+    parts = PurePosixPath(name).parts
+    return not PurePosixPath(name).is_absolute() and ".." not in parts and parts != ()
+
+
 def read_shard_set(directory: str | Path, index: str | Path) -> list[FileTensors]:
     """Every shard header of an index; missing shards and all shard problems are reported together."""
     directory, index = Path(directory), Path(index)
     weight_map = read_weight_map(index)
     shards = sorted(set(weight_map.values()))
+    outside = [s for s in shards if not is_inside_name(s)]
+    if outside:  # refused before any of them is opened: nothing of a file outside is read or shown
+        raise CheckpointError(
+            f"{index}: {len(outside)} shard file name(s) in the index point outside the checkpoint folder",
+            [
+                Issue(
+                    "a shard file of the index must be a file of the checkpoint's folder",
+                    file=str(index),
+                    path="$.weight_map",
+                    got=json.dumps(s),
+                    hint="shard names are relative: no leading '/', no '..', no drive or backslash",
+                )
+                for s in outside
+            ],
+        )
     missing = [s for s in shards if not (directory / s).is_file()]
     if missing:
         raise CheckpointError(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from archsql.errors import QueryError, unknown_name
+from archsql.errors import Issue, QueryError, unknown_name
 
 QUERIES_DIR = Path(__file__).parent
 
@@ -25,11 +25,18 @@ def saved() -> dict[str, str]:
 
 
 def text(name: str) -> str:
-    path = QUERIES_DIR / f"{name}.sql"
-    if not path.is_file():
-        message, hint = unknown_name("saved query", name, saved())
-        raise QueryError(f"{message}; {hint}")
-    return path.read_text(encoding="utf-8")
+    """The SQL of the saved query ``name``: a name of :func:`saved`, never a path (a name with
+    a path separator, ``..`` or a suffix is refused before any file is opened)."""
+    known = saved()
+    if name not in known:
+        message, hint = unknown_name("saved query", name, known)
+        why = (
+            "a saved query is a name, not a path (archsql sql runs a query of your own)"
+            if any(ch in name for ch in "/\\") or name.startswith(".") or name.endswith(".sql")
+            else None
+        )
+        raise QueryError(f"{message}; {hint}", [Issue(why)] if why else [])
+    return (QUERIES_DIR / f"{name}.sql").read_text(encoding="utf-8")
 
 
 def run(name: str, db: str | Path | None = None) -> pa.Table:

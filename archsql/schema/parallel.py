@@ -109,6 +109,25 @@ def parallel_groups_table() -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PARALLEL_GROUPS_SCHEMA)
 
 
+def fill_degrees(gpus: int, given: Mapping[str, int]) -> dict[str, int]:
+    """The degrees ``given`` plus, for each span (SPANS) whose filled axis (:attr:`MeshAxis.fills`:
+    dp for attention, moe_tp for MoE) is not given, that axis's degree: what the span's other
+    axes leave of the GPUs (gpus / their product).  A span whose other axes do not divide the
+    GPUs gets no filled degree (the deployment's checks then name the product)."""
+    mesh = dict(given)
+    for span in SPANS:
+        (fill,) = (a for a in MESH_AXES if a.fills == span)
+        if fill.name in mesh:
+            continue
+        taken = 1
+        for axis in MESH_AXES:
+            if span in axis.spans and axis is not fill:
+                taken *= mesh.get(axis.name, axis.default)
+        if taken >= 1 and gpus % taken == 0:
+            mesh[fill.name] = gpus // taken
+    return mesh
+
+
 def split_deployment(row: Mapping[str, object], columns: list[str]) -> tuple[dict, list[dict]]:
     """A deployment written as one mapping (scalar columns and axis degrees by name) → the
     ``deployments`` row and its ``deployment_mesh`` rows.  An unknown key is a
