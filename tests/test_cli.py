@@ -29,7 +29,8 @@ Q_PROJ_FLOPS = 2 * 1 * 1 * 4096 * (32 * 128) * 32  # = 1_073_741_824, see the mo
 
 
 def run(db: Path, *args: str):
-    return CliRunner().invoke(cli, ["--db", str(db), *args])
+    # a 160-column terminal: tables as tables (at 80 a wide one turns into records, test_cli_output)
+    return CliRunner().invoke(cli, ["--db", str(db), *args], env={"COLUMNS": "160"})
 
 
 def assert_user_error(result, *fragments: str) -> None:
