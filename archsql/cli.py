@@ -58,15 +58,20 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 
 @cli.command()
 @click.argument("models", nargs=-1)
+@click.option(
+    "--replace-catalog",
+    is_flag=True,
+    help="Let a model .yaml named like a catalog model replace that model's rows.",
+)
 @click.pass_obj
-def build(db: Path, models: tuple[str, ...]) -> None:
+def build(db: Path, models: tuple[str, ...], replace_catalog: bool) -> None:
     """Evaluate models into the store and print the summary.
 
     MODELS are catalog names or paths to model .yaml files; default: the whole catalog.
     """
     from archsql.specs import default_library
 
-    names = list(models) or api.catalog()
+    names = list(dict.fromkeys(models)) or api.catalog()
     library = default_library()
     for name in names:  # an unknown name fails before any work, with a "did you mean"
         library.model_path(name)
@@ -86,7 +91,7 @@ def build(db: Path, models: tuple[str, ...]) -> None:
             done = bar.tasks[0].completed >= len(names)
             bar.update(task, description="writing the store" if done else f"evaluated {model}")
 
-        report = api.build(names, db=db, progress=step)
+        report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog)
     from archsql import queries
 
     summary = queries.run(SUMMARY_QUERY, db=report.db).to_pylist()
@@ -142,6 +147,7 @@ def sql(db: Path, query: str, fmt: str, output: Path | None) -> None:
     """Run a read-only QUERY over the store's tables and views."""
     check_format(fmt, output)
     emit(api.query(query, db=db), fmt, output)
+    _warn_invalid_rows(db)
 
 
 @cli.command("query")
@@ -163,6 +169,28 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
         return
     check_format(fmt, output)
     emit(queries.run(name, db=db), fmt, output)
+    _warn_invalid_rows(db)
+
+
+def _warn_invalid_rows(db: Path, shown: int = 5) -> None:
+    """On stderr: the parameter rows the views leave out (parameter_checks), so an answer
+    without them is never silent."""
+    rows = api.invalid_parameter_rows(db)
+    if not rows:
+        return
+    err = console(stderr=True)
+    names = sorted({(r["parameter_table"], r["row_key"]) for r in rows})
+    err.print(
+        Text(
+            f"warning: {plural(len(names), 'parameter row')} left out of every answer "
+            '(archsql sql "select * from parameter_checks"):',
+            style="yellow",
+        )
+    )
+    for r in rows[:shown]:
+        err.print(Text(f"  {r['parameter_table']} {r['row_key']!r}: invalid: {r['problem']} ({r['fix']})"))
+    if len(rows) > shown:
+        err.print(Text(f"  … and {len(rows) - shown} more"))
 
 
 # ---------------------------------------------------------------------------- export
