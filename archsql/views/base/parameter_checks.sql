@@ -166,7 +166,10 @@ deployment_problems as (
     select
         deployment,
         'dtype' as rule,
-        format('unknown dtype in weight/act/kv: {}, {}, {}', weight_dtype, act_dtype, kv_dtype) as problem,
+        format(
+            'unknown dtype in weight/act/kv: {}, {}, {}',
+            coalesce(weight_dtype, 'null'), coalesce(act_dtype, 'null'), coalesce(kv_dtype, 'null')
+        ) as problem,
         'use dtypes.dtype names (weight_dtype null: native)' as fix
     from deployment_rows
     where weight_dtype not in (select dtype from valid_dtypes)
