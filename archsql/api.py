@@ -200,9 +200,7 @@ def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
 
     con = connect(Path(db) if db else default_db(), read_only=True)
     try:
-        found = con.execute(
-            "select 1 from information_schema.tables where table_name = 'parameter_checks'"
-        ).fetchall()
+        found = con.execute("select 1 from information_schema.tables where table_name = 'parameter_checks'").fetchall()
         if not found:
             return []
         rel = con.sql("select * from parameter_checks order by parameter_table, row_key, rule")
