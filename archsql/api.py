@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import sympy
 
-from archsql.errors import ArchsqlError, QueryError, UnsafeSQLError
+from archsql.errors import ArchsqlError, Issue, QueryError, UnsafeSQLError
 from archsql.evaluator import Analysis, evaluate
 from archsql.evaluator.analysis import node_count
 from archsql.evaluator.terms import display
@@ -48,15 +48,35 @@ class BuildReport:
 
 
 def evaluate_all(
-    models: Sequence[str] | None = None, progress: Callable[[str], None] | None = None
+    models: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    replace_catalog: bool = False,
 ) -> tuple[dict[str, pa.Table], dict[str, float]]:
-    """Evaluate models and concatenate their tables (schema order kept)."""
-    names = list(models) if models else catalog()
+    """Evaluate models and concatenate their tables (schema order kept).  A name given twice
+    is evaluated once; two specs of one model name, or a spec file named like a catalog model
+    (it would replace the catalog model's rows) without ``replace_catalog``, are a
+    :class:`QueryError` before anything is written."""
+    names = list(dict.fromkeys(str(m) for m in models)) if models else catalog()
+    known = set(catalog())
     parts: dict[str, list[pa.Table]] = {name: [] for name in TABLES}
     timings: dict[str, float] = {}
+    origin: dict[str, str] = {}
     for name in names:
         t0 = time.perf_counter()
         analysis = evaluate(name)
+        if analysis.model in origin:
+            raise QueryError(
+                f"model '{analysis.model}' is given twice in one build: by {origin[analysis.model]} and by {name}",
+                [Issue("give each model once (a spec's `model:` field names it)")],
+            )
+        origin[analysis.model] = name
+        if name not in known and analysis.model in known and not replace_catalog:
+            raise QueryError(
+                f"{name} names its model '{analysis.model}', a catalog model: building it would replace "
+                "the catalog model's rows",
+                [Issue("give the spec another `model:` name, or build with --replace-catalog to replace it")],
+            )
         timings[analysis.model] = time.perf_counter() - t0
         for table, value in analysis.tables.items():
             parts[table].append(value)
@@ -66,15 +86,20 @@ def evaluate_all(
 
 
 def build(
-    models: Sequence[str] | None = None, db: str | Path | None = None, progress: Callable[[str], None] | None = None
+    models: Sequence[str] | None = None,
+    db: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    replace_catalog: bool = False,
 ) -> BuildReport:
-    """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``."""
+    """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``; a spec
+    file named like a catalog model replaces it only with ``replace_catalog``."""
     from archsql.store import build_lock, write_store
 
     t0 = time.perf_counter()
     db = Path(db) if db else default_db()
     with build_lock(db):  # a second build of this store is refused before it evaluates anything
-        tables, timings = evaluate_all(models, progress)
+        tables, timings = evaluate_all(models, progress, replace_catalog=replace_catalog)
         write_store(db, tables)
     return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
 
@@ -204,6 +229,22 @@ def query(sql: str, db: str | Path | None = None) -> pa.Table:
         raise UnsafeSQLError(f"archsql sql only queries the store: {exc}") from None
     except duckdb.Error as exc:
         raise QueryError(f"query failed: {exc}") from None
+    finally:
+        con.close()
+
+
+def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
+    """The rows of ``parameter_checks``: parameter rows that break a rule, which the views
+    leave out (empty for a store whose views predate the check)."""
+    from archsql.store import connect
+
+    con = connect(Path(db) if db else default_db(), read_only=True)
+    try:
+        found = con.execute("select 1 from information_schema.tables where table_name = 'parameter_checks'").fetchall()
+        if not found:
+            return []
+        rel = con.sql("select * from parameter_checks order by parameter_table, row_key, rule")
+        return rel.to_arrow_table().to_pylist()
     finally:
         con.close()
 

@@ -17,6 +17,7 @@ import click
 import pyarrow as pa
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from archsql import __version__, api
 from archsql.cli_params import COMMANDS as PARAMETER_COMMANDS
@@ -73,10 +74,15 @@ _OUTPUT_OPTION = output_option()
 
 @cli.command()
 @click.argument("models", nargs=-1)
+@click.option(
+    "--replace-catalog",
+    is_flag=True,
+    help="Let a model .yaml named like a catalog model replace that model's rows.",
+)
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
 @click.pass_obj
-def build(db: Path, models: tuple[str, ...], fmt: str, output: Path | None) -> None:
+def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, output: Path | None) -> None:
     """Evaluate models into the store and print the summary.
 
     MODELS are catalog names or paths to model .yaml files; default: the whole catalog.
@@ -84,7 +90,7 @@ def build(db: Path, models: tuple[str, ...], fmt: str, output: Path | None) -> N
     from archsql.specs import default_library
 
     check_format(fmt, output)
-    names = list(models) or api.catalog()
+    names = list(dict.fromkeys(models)) or api.catalog()
     library = default_library()
     for name in names:  # an unknown name fails before any work, with a "did you mean"
         library.model_path(name)
@@ -104,7 +110,7 @@ def build(db: Path, models: tuple[str, ...], fmt: str, output: Path | None) -> N
             done = bar.tasks[0].completed >= len(names)
             bar.update(task, description="writing the store" if done else f"evaluated {escape(printable(model))}")
 
-        report = api.build(names, db=db, progress=step)
+        report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog)
     from archsql import queries
 
     summary = queries.run(SUMMARY_QUERY, db=report.db)
@@ -128,6 +134,7 @@ def sql(db: Path, query: str, fmt: str, output: Path | None) -> None:
     """Run a read-only QUERY over the store's tables and views."""
     check_format(fmt, output)
     emit(api.query(query, db=db), fmt, output)
+    _warn_invalid_rows(db)
 
 
 @cli.command("query")
@@ -145,6 +152,29 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
         emit(pa.table({"query": list(listing), "description": list(listing.values())}), fmt, output)
         return
     emit(queries.run(name, db=db), fmt, output)
+    _warn_invalid_rows(db)
+
+
+def _warn_invalid_rows(db: Path, shown: int = 5) -> None:
+    """On stderr: the parameter rows the views leave out (parameter_checks), so an answer
+    without them is never silent."""
+    rows = api.invalid_parameter_rows(db)
+    if not rows:
+        return
+    err = console(stderr=True)
+    names = sorted({(r["parameter_table"], r["row_key"]) for r in rows})
+    err.print(
+        Text(
+            f"warning: {plural(len(names), 'parameter row')} left out of every answer "
+            '(archsql sql "select * from parameter_checks"):',
+            style="yellow",
+        )
+    )
+    for r in rows[:shown]:
+        line = f"  {r['parameter_table']} {r['row_key']!r}: invalid: {r['problem']} ({r['fix']})"
+        err.print(Text(printable(line)))  # row names are the user's: control characters escaped
+    if len(rows) > shown:
+        err.print(Text(f"  … and {len(rows) - shown} more"))
 
 
 # ---------------------------------------------------------------------------- export

@@ -84,6 +84,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     params = {n: _conform(n, s, tables[n]) for n, s in PARAMETER_TABLES.items() if n in tables}
     for name, table in params.items():
         _check_keys(name, table, PARAMETER_KEYS[name])
+    _check_keys("models", evaluated["models"], ("model",))  # a model evaluated twice would count twice
     models = sorted({m for t in evaluated.values() for m in t.column("model").unique().to_pylist() if m})
 
     path = Path(db_path)
@@ -227,8 +228,20 @@ def remove_workloads(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> No
 
 def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[str, object]]) -> None:
     """Insert rows (one mapping each, by column name; a column not given is null) into the
-    parameter table ``name``."""
-    _insert_arrow(con, name, pa.Table.from_pylist(list(rows), schema=PARAMETER_TABLES[name]), create=False)
+    parameter table ``name``.  A key given twice, or already in the table, is a
+    :class:`StoreError` naming the table, its key and the values; nothing is inserted."""
+    table = pa.Table.from_pylist(list(rows), schema=PARAMETER_TABLES[name])
+    key = PARAMETER_KEYS[name]
+    _check_keys(name, table, key)
+    try:
+        _insert_arrow(con, name, table, create=False)
+    except duckdb.ConstraintException:
+        taken = _keys_present(con, name, table, key)
+        issues = [Issue(f"key ({', '.join(key)}) = ({v}) is already in the table", path=name) for v in taken]
+        raise StoreError(
+            f"table '{name}' already has a row of that key ({', '.join(key)})",
+            issues or [Issue("a key column is null or repeated", path=name)],
+        ) from None
 
 
 def connect(db_path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
@@ -409,6 +422,20 @@ def _check_keys(name: str, table: pa.Table, key: tuple[str, ...]) -> None:
         issues.append(Issue(f"key ({', '.join(key)}) = ({value}) appears {row['count_all']} times", path=name))
     if issues:
         raise StoreError(f"table '{name}' repeats its primary key ({', '.join(key)})", issues)
+
+
+def _keys_present(con, name: str, table: pa.Table, key: tuple[str, ...]) -> list[str]:
+    """The keys of ``table`` (as text) that the store's table ``name`` already has."""
+    alias = f"__archsql_keys_{name}"
+    con.register(alias, table.select(list(key)))
+    try:
+        cols = ", ".join(f'"{c}"' for c in key)
+        rows = con.execute(
+            f'select {cols} from "{alias}" intersect select {cols} from "{name}" order by all'
+        ).fetchall()
+    finally:
+        con.unregister(alias)
+    return [", ".join(repr(v) for v in row) for row in rows]
 
 
 def _insert_arrow(con, name: str, table: pa.Table, *, create: bool, key: tuple[str, ...] = ()) -> None:

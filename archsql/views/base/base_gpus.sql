@@ -1,4 +1,5 @@
 -- GPU facts as published, with their sources and disagreement flags (parameter table).
+-- A GPU with a figure parameter_checks flags (zero, negative) is left out.
 select
     gpu,
     vendor,
@@ -22,4 +23,7 @@ select
     tdp_w,
     sources,
     flags
-from gpus
+from gpus as t
+where not exists (
+    select 1 from lookup_checks as x where x.entity = 'gpu' and x.name = t.gpu
+)

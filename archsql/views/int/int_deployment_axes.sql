@@ -1,4 +1,7 @@
 -- The degree of every mesh axis of every deployment: its mesh row, or the axis's default.
+-- A degree outside 1 .. 2^20 (deployment_row_checks) is left out here, where every degree
+-- enters the views, so no view divides by it or overflows on it; the answering views leave
+-- its deployment out (deployment_checks).
 with
 
 deployments as (
@@ -6,34 +9,18 @@ deployments as (
     from base_deployments
 ),
 
-axes as (
-    select distinct
-        axis,
-        default_degree
-    from base_parallel_groups
-),
-
-mesh as (
+degrees as (
     select
         deployment,
         axis,
         degree
-    from base_deployment_mesh
-),
-
--- an axis with no mesh row has its default degree
-degrees as (
-    select
-        d.deployment,
-        a.axis,
-        case when m.axis is null then a.default_degree else m.degree end as degree
-    from deployments as d
-    cross join axes as a
-    left join mesh as m on m.deployment = d.deployment and m.axis = a.axis
+    from parameter_degrees
+    where degree between 1 and 1048576
 )
 
 select
-    deployment,
-    axis,
-    degree
-from degrees
+    g.deployment,
+    g.axis,
+    g.degree
+from degrees as g
+inner join deployments as d on d.deployment = g.deployment

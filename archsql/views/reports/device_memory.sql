@@ -6,7 +6,8 @@ deployments as (
     select
         deployment,
         gpus
-    from base_deployments
+    from base_deployments as d
+    where not exists (select 1 from deployment_checks as x where x.deployment = d.deployment)
 ),
 
 -- the device's exposed memory and the usable fraction (the deployment's or its framework's)

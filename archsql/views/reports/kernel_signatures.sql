@@ -125,7 +125,8 @@ deployments as (
         weight_dtype,
         act_dtype,
         kv_dtype
-    from base_deployments
+    from base_deployments as d
+    where not exists (select 1 from deployment_checks as x where x.deployment = d.deployment)
 ),
 
 groups as (

@@ -23,7 +23,8 @@ deployments as (
         weight_dtype,
         act_dtype,
         weight_profile
-    from base_deployments
+    from base_deployments as d
+    where not exists (select 1 from deployment_checks as x where x.deployment = d.deployment)
 ),
 
 -- the unit each op's FLOPs run on (Primitive.math_class)

@@ -5,7 +5,8 @@ deployments as (
     select
         deployment,
         pp
-    from int_deployment_degrees
+    from int_deployment_degrees as d
+    where not exists (select 1 from deployment_checks as x where x.deployment = d.deployment)
 ),
 
 models as (

@@ -20,7 +20,8 @@ deployments as (
         deployment,
         gpu,
         gpus
-    from base_deployments
+    from base_deployments as d
+    where not exists (select 1 from deployment_checks as x where x.deployment = d.deployment)
 ),
 
 max_context as (
