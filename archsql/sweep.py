@@ -1,7 +1,10 @@
 """Sweeps: a grid of deployments × workloads answered by the SOL views in one query.
 
 The grid is written into the store's parameter tables inside a transaction that is rolled
-back afterwards, so a sweep never changes the store; the views do all the arithmetic.
+back afterwards, so a sweep never changes the store; the views do all the arithmetic.  The
+views read the live tables scoped to the sweep's model and grid (:func:`archsql.store.scope`),
+never the store's derived tables (which do not hold the grid), so a sweep costs its own
+points whatever else the store holds.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import sqlglot
+from sqlglot import exp
 
 from archsql.errors import QueryError
 from archsql.evaluator.storage import NATIVE
@@ -44,6 +49,7 @@ left join (
 where s.model = ? and s.deployment like 'sweep:%' and s.workload like 'sweep:%'
 order by s.deployment, s.workload
 """
+
 
 # weight dtype of a sweep → the precision profile its weights are stored in; 'native': as the
 # checkpoint ships them (each model's own format, read from its config), with no one matmul
@@ -131,11 +137,12 @@ def _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds) -> l
 def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[dict]) -> pa.Table:
     """SOL and memory for every (deployment, workload) of the grid, for one model."""
     from archsql.api import default_db
-    from archsql.store import connect, insert_deployments, insert_rows
+    from archsql.store import connect, insert_deployments, insert_rows, scope
+    from archsql.views import computed_once
 
     if not deployments or not workloads:
         raise QueryError("the sweep grid is empty: no GPU count is divisible by the given tp / cp / pp / ep degrees")
-    con = connect(Path(db) if db else default_db(), read_only=False)
+    con = connect(Path(db) if db else default_db(), read_only=False, derived=False)
     try:
         (known,) = con.execute("select count(*) from models where model = ?", [model]).fetchone()
         if not known:
@@ -143,12 +150,20 @@ def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[d
         con.begin()
         insert_deployments(con, deployments)
         insert_rows(con, "workloads", workloads)
+        scope(
+            con,
+            models=[model],
+            deployments=[d["deployment"] for d in deployments],
+            workloads=[w["workload"] for w in workloads],
+        )
         problems = con.execute(
             "select deployment, problem from deployment_checks where deployment like 'sweep:%'"
         ).fetchall()
         if problems:
             raise QueryError("invalid sweep deployments: " + "; ".join(f"{d}: {p}" for d, p in problems[:5]))
-        table = con.sql(SWEEP_SQL, params=[model]).to_arrow_table()
+        read = {t.name for t in sqlglot.parse_one(SWEEP_SQL, read="duckdb").find_all(exp.Table)}
+        with computed_once(con, views=read):  # each view SWEEP_SQL reads (and theirs) planned and run once
+            table = con.sql(SWEEP_SQL, params=[model]).to_arrow_table()
         con.rollback()
         return table
     finally:
