@@ -78,6 +78,16 @@ def build(
     return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
 
 
+def refresh(db: str | Path | None = None) -> list[str]:
+    """Compute the store's derived tables again (the rows of its views that queries read
+    while they match the store: :mod:`archsql.store`); returns the views computed.  Needed
+    only after the parameter tables were changed outside archsql, to make queries fast again:
+    until then queries read the live views, which are always current."""
+    from archsql.store import refresh_store
+
+    return refresh_store(Path(db) if db else default_db())
+
+
 def check_read_only(sql: str) -> None:
     """Reject statements that could change the store or touch the file system."""
     import sqlglot
@@ -290,5 +300,6 @@ __all__ = [
     "explain",
     "formula",
     "query",
+    "refresh",
     "to_polars",
 ]

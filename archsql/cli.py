@@ -50,7 +50,27 @@ class _Group(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:
     """archsql: LLM architecture specs evaluated once into DuckDB; every cost question is SQL."""
+    from archsql.store import register_stale_notice
+
+    register_stale_notice(_stale_notice)
     ctx.obj = db if db is not None else api.default_db()
+
+
+_NOTICED: set[Path] = set()
+
+
+def _stale_notice(path: Path, state: Any, refreshing: bool) -> None:
+    """Say once per store on stderr that its derived tables do not match its tables."""
+    if path in _NOTICED:
+        return
+    _NOTICED.add(path)
+    why = "were never computed" if state.recorded is None else "do not match its parameter tables"
+    then = (
+        "computing them again"
+        if refreshing
+        else "reading the live views (slower); run `archsql refresh` to compute them again"
+    )
+    console(stderr=True).print(f"note: the derived tables of {path} {why}: {then}", highlight=False)
 
 
 # ---------------------------------------------------------------------------- build
@@ -116,6 +136,23 @@ def build(db: Path, models: tuple[str, ...]) -> None:
     others = len(summary) - len(shown)
     note = f" (the store also holds {plural(others, 'other model')})" if others else ""
     out.print(f"built {plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}")
+
+
+@cli.command()
+@click.pass_obj
+def refresh(db: Path) -> None:
+    """Compute the store's derived tables again.
+
+    Queries read the rows of the store's views from its derived tables while these match
+    its tables (a fingerprint of the parameter tables, the build and the view SQL); after a
+    change made outside archsql (SQL on the file) they read the live views, which are always
+    current but slower, until this command (or `archsql build`) computes them again.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    names = api.refresh(db)
+    console().print(f"computed {plural(len(names), 'derived table')} of {db} in {time.perf_counter() - t0:.2f} s")
 
 
 # ---------------------------------------------------------------------------- sql

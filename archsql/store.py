@@ -283,12 +283,13 @@ class Freshness:
     materialized: tuple[str, ...]  # the views computed into derived tables
 
 
-_STALE_NOTICES: list[Callable[[Path, Freshness], None]] = []
+_STALE_NOTICES: list[Callable[[Path, Freshness, bool], None]] = []
 
 
-def register_stale_notice(notice: Callable[[Path, Freshness], None]) -> None:
-    """Call ``notice(store path, freshness)`` when a read-only :func:`connect` finds the
-    derived tables stale and reads the live views (the CLI says so on stderr)."""
+def register_stale_notice(notice: Callable[[Path, Freshness, bool], None]) -> None:
+    """Call ``notice(store path, freshness, refreshing)`` when :func:`connect` finds the
+    derived tables stale: ``refreshing`` when a writable connection computes them again,
+    else a read-only one reads the live views (the CLI says so on stderr)."""
     if notice not in _STALE_NOTICES:
         _STALE_NOTICES.append(notice)
 
@@ -442,7 +443,10 @@ def _use_derived(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) ->
     state = freshness(con)
     if state.fresh:
         shadow(con, state.materialized)
-    elif not read_only:
+        return
+    for notice in _STALE_NOTICES:
+        notice(path, state, not read_only)
+    if not read_only:
         con.begin()
         try:
             refresh(con)
@@ -450,9 +454,6 @@ def _use_derived(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) ->
         except BaseException:
             con.rollback()
             raise
-    else:
-        for notice in _STALE_NOTICES:
-            notice(path, state)
 
 
 def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, list[str], list[str], list[str]] | None:
