@@ -46,7 +46,7 @@ from archsql.schema.tables import (
     REFERENCE_TABLES,
     TABLES,
 )
-from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views
+from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views, view_graph
 
 _DEFAULTS = {
     "workloads": lambda: load_default("workloads"),
@@ -346,6 +346,7 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows of the views it reads (each shadows its view while the next are computed).  Returns
     the names of the materialized views, in dependency order."""
     unshadow(con)
+    con.execute("set enable_progress_bar = false")  # DuckDB's bar on long statements: not on our output
     files = ordered_views(con)
     macros = [m.name for m in macro_files()]
     db = _quote(_current_database(con))
@@ -360,13 +361,19 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     ).fetchall()
     for (name,) in old:
         con.execute(f"drop table {db}.{DERIVED}.{_quote(name)}")
+    transient = _transient(con)
     done: list[str] = []
     for f in files:
         if f.layer not in DERIVED_LAYERS:
             continue
+        if f.name in transient:  # computed once for the one report that reads it, not stored
+            con.execute(f'create temp table "{f.name}" as select * from {db}.main."{f.name}"')
+            continue
         con.execute(f'create table {db}.{DERIVED}."{f.name}" as select * from {db}.main."{f.name}"')
         con.execute(f'create temp view "{f.name}" as select * from {db}.{DERIVED}."{f.name}"')
         done.append(f.name)
+    for name in transient:  # read live again (from the stored views it reads)
+        con.execute(f'drop table if exists temp.main."{name}"')
     views = [f.name for f in files]
     con.execute(
         f"create table {db}.{DERIVED}.{_FRESHNESS} as select ? as fingerprint, ?::varchar[] as views, "
@@ -375,6 +382,22 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
         [fingerprint(con, views, macros), views, macros, done, __version__],
     )
     return done
+
+
+def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The int views read by exactly one view, a report: that report's private step (the
+    per-device shapes and spec tensors are the largest of them), computed once while its
+    report is and not stored; a query of it reads live from the stored views it reads."""
+    files, deps = view_graph(con)
+    readers: dict[str, set[str]] = {name: set() for name in files}
+    for name, reads in deps.items():
+        for read in reads:
+            readers[read].add(name)
+    return {
+        name
+        for name, f in files.items()
+        if f.layer == "int" and len(readers[name]) == 1 and files[next(iter(readers[name]))].layer == "reports"
+    }
 
 
 def shadow(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:

@@ -275,11 +275,7 @@ def ordered_views(
     """The view files of ``views_dir`` whose view exists on ``con`` (with ``needed``: only
     those views and every view they read), in dependency order (a view after every view it
     reads)."""
-    relations = _relations(con)
-    files = {f.name: f for f in view_files(views_dir) if relations.get(f.name) == "VIEW"}
-    trees = {name: _parse(f) for name, f in files.items()}
-    known = set(relations) | set(files)
-    deps = {name: _dependencies(files[name], trees[name], known, files) for name in files}
+    files, deps = view_graph(con, views_dir)
     if needed is not None:
         wanted: set[str] = set()
         stack = [n.lower() for n in needed if n.lower() in files]
@@ -290,6 +286,17 @@ def ordered_views(
                 stack.extend(deps[name])
         deps = {n: d for n, d in deps.items() if n in wanted}
     return [files[name] for name in _topological(files, deps)]
+
+
+def view_graph(
+    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None
+) -> tuple[dict[str, ViewFile], dict[str, set[str]]]:
+    """The view files of ``views_dir`` whose view exists on ``con``, by name, and the views
+    each of them reads."""
+    relations = _relations(con)
+    files = {f.name: f for f in view_files(views_dir) if relations.get(f.name) == "VIEW"}
+    known = set(relations) | set(files)
+    return files, {name: _dependencies(f, _parse(f), known, files) for name, f in files.items()}
 
 
 def _temp_relations(con: duckdb.DuckDBPyConnection) -> set[str]:
