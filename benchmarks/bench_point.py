@@ -36,7 +36,7 @@ where s.model = '{model}' and s.deployment = '{deployment}' and s.workload = '{w
 """
 TARGETS = {"warm": 0.020, "cold_cli": 0.5}
 # measured before the derived tables (commit 8f9d55b, 4-model store, 2 shared cores)
-BASELINE = {"warm": 1.5, "cold_cli": 3.0}
+BASELINE = {"warm": 5.1, "cold_cli": 7.2}
 
 
 def _time(fn, repeat: int) -> list[float]:

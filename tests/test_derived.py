@@ -201,3 +201,31 @@ def test_a_filtered_point_query_touches_only_its_rows(models_db, tmp_path):
     stored = con.execute(f"select count(*) from {DERIVED}.step_sol").fetchone()[0]
     assert all(op["rows_scanned"] <= stored for op in scans)  # the stored rows, no product of them
     con.close()
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_cli_says_when_it_reads_live_views_and_refresh_makes_them_current(store_of, tmp_path):
+    from click.testing import CliRunner
+
+    from archsql.cli import cli
+
+    db = _copy(store_of("Meta-Llama-3.1-8B"), tmp_path)
+    sql = "select count(*) as n from step_sol"
+    fresh = CliRunner().invoke(cli, ["--db", str(db), "sql", sql, "--format", "csv"])
+    assert fresh.exit_code == 0 and "note:" not in fresh.stderr
+    with duckdb.connect(str(db)) as raw:
+        raw.execute("delete from workloads where workload = 'prefill_1'")
+    stale = CliRunner().invoke(cli, ["--db", str(db), "sql", sql, "--format", "csv"])
+    assert stale.exit_code == 0
+    assert "do not match its parameter tables" in stale.stderr and "archsql refresh" in stale.stderr
+    # one workload fewer: the live count, not the stored one
+    deployments = duckdb.connect(str(db), read_only=True).execute("select count(*) from deployments").fetchone()[0]
+    assert int(stale.stdout.split()[-1]) == int(fresh.stdout.split()[-1]) - deployments
+    refreshed = CliRunner().invoke(cli, ["--db", str(db), "refresh"])
+    assert refreshed.exit_code == 0 and "derived tables" in refreshed.stdout
+    again = CliRunner().invoke(cli, ["--db", str(db), "sql", sql, "--format", "csv"])
+    assert "note:" not in again.stderr and again.stdout == stale.stdout
+    with connect(db) as con:
+        assert freshness(con).fresh
