@@ -13,16 +13,25 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import sympy
 
 from archsql.errors import ArchsqlError, QueryError, UnsafeSQLError
-from archsql.evaluator import Analysis, evaluate
-from archsql.evaluator.analysis import node_count
-from archsql.evaluator.terms import display
-from archsql.schema.expr import RUNTIME_SYMBOLS
 from archsql.schema.tables import PHASES, TABLES
+
+if TYPE_CHECKING:  # the evaluator and sympy load on first use: a query does not need them
+    import sympy
+
+    from archsql.evaluator import Analysis
+
+
+def evaluate(model: Any, *args: Any, **kwargs: Any) -> Analysis:
+    """:func:`archsql.evaluator.evaluate` (the evaluator loads on first use)."""
+    from archsql.evaluator import evaluate as evaluate_model
+
+    return evaluate_model(model, *args, **kwargs)
+
 
 DEFAULT_DB_NAME = "archsql.duckdb"
 
@@ -51,6 +60,8 @@ def evaluate_all(
     models: Sequence[str] | None = None, progress: Callable[[str], None] | None = None
 ) -> tuple[dict[str, pa.Table], dict[str, float]]:
     """Evaluate models and concatenate their tables (schema order kept)."""
+    from archsql.evaluator import evaluate
+
     names = list(models) if models else catalog()
     parts: dict[str, list[pa.Table]] = {name: [] for name in TABLES}
     timings: dict[str, float] = {}
@@ -203,6 +214,8 @@ class Explanation:
 
 @functools.lru_cache(maxsize=64)
 def _evaluated(model: str) -> Analysis:
+    from archsql.evaluator import evaluate
+
     return evaluate(model)
 
 
@@ -226,6 +239,10 @@ def formula(
 
 
 def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | None) -> sympy.Expr:
+    import sympy
+
+    from archsql.evaluator.analysis import node_count
+
     w = analysis.walks[phase]
     results = w.results
     if node is not None:
@@ -267,6 +284,11 @@ def explain(
     """The formula of a model quantity (whole model, or nodes whose uid ends with ``node``)
     and its value at a workload (``image_patches``: v, a vision tower's patches per request;
     shown in the workload only when the formula reads it)."""
+    import sympy
+
+    from archsql.evaluator.terms import display
+    from archsql.schema.expr import RUNTIME_SYMBOLS
+
     expr, bound = formula(model, quantity, phase, node)
     s = new_tokens if new_tokens is not None else (1 if phase == "decode" else 2048)
     c = context if context is not None else (s if phase == "prefill" else 2048)

@@ -19,9 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from archsql import __version__, api
-from archsql.design.cli import COMMANDS as DESIGN_COMMANDS
 from archsql.errors import EXIT_VERDICT
-from archsql.kernel_corpus.cli import bench, corpus
 from archsql.output import FORMATS, check_format, console, emit, human, human_bytes, plural, report_errors
 from archsql.schema.tables import PHASES
 
@@ -32,11 +30,34 @@ SUMMARY_QUERY = "summary"
 # ---------------------------------------------------------------------------- the group
 
 
+# Commands of the packages above the core (design tools, kernel corpus), by name: their
+# modules load when one of them runs (or `--help` lists them), so a query starts quickly.
+LAZY_COMMANDS = {
+    "corpus": ("archsql.kernel_corpus.cli", "corpus"),  # archsql corpus import | summary | sync
+    "bench": ("archsql.kernel_corpus.cli", "bench"),
+    "compare": ("archsql.design.cli", "compare_cmd"),  # archsql compare | edit | diff | audit
+    "edit": ("archsql.design.cli", "edit_cmd"),
+    "diff": ("archsql.design.cli", "diff_cmd"),
+    "audit": ("archsql.design.cli", "audit_cmd"),
+}
+
+
 class _Group(click.Group):
     """Runs every command under the exit-code contract (:func:`archsql.output.report_errors`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         return report_errors(ctx, lambda: super(_Group, self).invoke(ctx))
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -426,8 +447,7 @@ def _ints(text: str) -> list[int]:
 
 def _mesh_axis_options(command):
     """One option per swept mesh axis (archsql.schema.parallel.MESH_AXES): --tp, --ep, ..."""
-    from archsql.schema.parallel import MESH_AXES
-    from archsql.sweep import SWEPT_AXES
+    from archsql.schema.parallel import MESH_AXES, SWEPT_AXES
 
     for axis in reversed(SWEPT_AXES):
         fills = [
@@ -512,15 +532,8 @@ def sweep(
     emit(sweeps.pareto(table) if only_pareto else table, fmt, output)
 
 
-# ---------------------------------------------------------------------------- kernel corpus
-
-cli.add_command(corpus)  # archsql corpus import | summary | sync  (archsql/kernel_corpus/cli.py)
-cli.add_command(bench)
-
-# ---------------------------------------------------------------------------- design
-
-for _command in DESIGN_COMMANDS:  # archsql compare | edit | diff | audit  (archsql/design/cli.py)
-    cli.add_command(_command)
+# The kernel corpus (archsql/kernel_corpus/cli.py) and design (archsql/design/cli.py)
+# commands load on first use: LAZY_COMMANDS.
 
 
 def main() -> None:

@@ -35,7 +35,6 @@ import pyarrow.compute as pc
 from archsql import __version__
 from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
-from archsql.evaluator.primitives.base import op_kernels_table, op_math_table
 from archsql.gpus import load_gpus
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
@@ -60,7 +59,17 @@ _DEFAULTS = {
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
-_REFERENCE = {"parallel_groups": parallel_groups_table, "op_kernels": op_kernels_table, "op_math": op_math_table}
+_REFERENCE = {
+    "parallel_groups": parallel_groups_table,
+    "op_kernels": lambda: _primitives().op_kernels_table(),
+    "op_math": lambda: _primitives().op_math_table(),
+}
+
+
+def _primitives():  # the evaluator loads when a store is written, not when one is read
+    from archsql.evaluator.primitives import base
+
+    return base
 
 
 def _quant():
@@ -239,7 +248,8 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
         raise StoreError(f"no archsql store at {path}; {_BUILD_HINT}")
     con = _open(path, read_only=read_only)
     expected = (*TABLES, *PARAMETER_TABLES, *REFERENCE_TABLES)
-    missing = [name for name in expected if name not in _table_names(con)]
+    present = _table_names(con)
+    missing = [name for name in expected if name not in present]
     if missing:
         con.close()
         what = (

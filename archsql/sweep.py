@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from archsql.errors import QueryError
 from archsql.evaluator.storage import NATIVE
-from archsql.schema.parallel import MESH_AXES, SPANS
+from archsql.schema.parallel import MESH_AXES, SPANS, SWEPT_AXES
 
 # the degree of every mesh axis, in MESH_AXES order
 _DEGREES = ", ".join(f"g.{a.name}" for a in MESH_AXES)
@@ -55,8 +55,6 @@ order by s.deployment, s.workload
 # checkpoint ships them (each model's own format, read from its config), with no one matmul
 # dtype (deployments.weight_dtype null: each quantized weight's matmul in its stored element)
 WEIGHT_PROFILES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "nvfp4", NATIVE: NATIVE}
-# the axes a sweep tries degrees of; each of the others takes what its span leaves
-SWEPT_AXES = tuple(a for a in MESH_AXES if a.sweep is not None)
 
 
 def grid(
