@@ -80,18 +80,17 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 _NOTICED: set[Path] = set()
 
 
-def _stale_notice(path: Path, state: Any, refreshing: bool) -> None:
+def _stale_notice(path: Path, state: Any) -> None:
     """Say once per store on stderr that its derived tables do not match its tables."""
     if path in _NOTICED:
         return
     _NOTICED.add(path)
     why = "were never computed" if state.recorded is None else "do not match its parameter tables"
-    then = (
-        "computing them again"
-        if refreshing
-        else "reading the live views (slower); run `archsql refresh` to compute them again"
+    console(stderr=True).print(
+        f"note: the derived tables of {path} {why}: reading the live views (slower); "
+        "run `archsql refresh` to compute them again",
+        highlight=False,
     )
-    console(stderr=True).print(f"note: the derived tables of {path} {why}: {then}", highlight=False)
 
 
 # ---------------------------------------------------------------------------- build

@@ -15,10 +15,10 @@ each derived table shadow its view on that connection (a TEMP VIEW of the same n
 DuckDB resolves before the store's objects, inside other views' bodies too): a point query
 then reads a few stored rows instead of evaluating every model × deployment × workload.
 The rows are a cache of the views' own SQL, never a second formula.  When the fingerprint
-differs (a parameter table changed through any client), a read-only connection reads the
-live views (correct, slower) and a writable one computes the derived tables again first;
-:func:`refresh` (``archsql refresh``) recomputes them on demand.  A plain
-``duckdb.connect`` never sees them: the store's views read its tables.
+differs (a parameter table changed through any client) it reads the live views (correct,
+slower) until :func:`refresh` (``archsql refresh``, or a rebuild) computes them again.  Only
+read-only connections are shadowed (nothing written through them can outdate a shadow); a
+writable one and a plain ``duckdb.connect`` read the live views.
 """
 
 from __future__ import annotations
@@ -239,10 +239,11 @@ def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[st
 def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True) -> duckdb.DuckDBPyConnection:
     """Open an existing store; a missing or empty file is a :class:`StoreError`.
 
-    With ``derived`` (the default) the views read the store's derived tables when they are
-    fresh (:func:`freshness`); when stale, a writable connection computes them again first
-    (:func:`refresh`) and a read-only one reads the live views (and says so through the
-    registered notice, :func:`register_stale_notice`)."""
+    With ``derived`` (the default), on a read-only connection the views read the store's
+    derived tables when they are fresh (:func:`freshness`); when stale they read live (and
+    the registered notices are told: :func:`register_stale_notice`).  A writable connection
+    always reads the live views: its own writes would not reach a shadow, and a refresh
+    before them would be undone by them (:func:`refresh` when done)."""
     path = Path(db_path)
     if not path.is_file():
         raise StoreError(f"no archsql store at {path}; {_BUILD_HINT}")
@@ -258,9 +259,9 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
             else f"is incomplete (missing tables: {', '.join(missing)})"
         )
         raise StoreError(f"{path} {what}; {_BUILD_HINT}")
-    if derived:
+    if derived and read_only:  # a writable connection could change what a shadow holds
         try:
-            _use_derived(con, path, read_only)
+            _use_derived(con, path)
         except BaseException:
             con.close()
             raise
@@ -293,13 +294,12 @@ class Freshness:
     materialized: tuple[str, ...]  # the views computed into derived tables
 
 
-_STALE_NOTICES: list[Callable[[Path, Freshness, bool], None]] = []
+_STALE_NOTICES: list[Callable[[Path, Freshness], None]] = []
 
 
-def register_stale_notice(notice: Callable[[Path, Freshness, bool], None]) -> None:
-    """Call ``notice(store path, freshness, refreshing)`` when :func:`connect` finds the
-    derived tables stale: ``refreshing`` when a writable connection computes them again,
-    else a read-only one reads the live views (the CLI says so on stderr)."""
+def register_stale_notice(notice: Callable[[Path, Freshness], None]) -> None:
+    """Call ``notice(store path, freshness)`` when a read-only :func:`connect` finds the
+    derived tables stale and reads the live views (the CLI says so on stderr)."""
     if notice not in _STALE_NOTICES:
         _STALE_NOTICES.append(notice)
 
@@ -472,21 +472,13 @@ def scope(
                 break
 
 
-def _use_derived(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+def _use_derived(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     state = freshness(con)
     if state.fresh:
         shadow(con, state.materialized)
         return
     for notice in _STALE_NOTICES:
-        notice(path, state, not read_only)
-    if not read_only:
-        con.begin()
-        try:
-            refresh(con)
-            con.commit()
-        except BaseException:
-            con.rollback()
-            raise
+        notice(path, state)
 
 
 def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, list[str], list[str], list[str]] | None:

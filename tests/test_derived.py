@@ -118,11 +118,25 @@ def test_a_parameter_change_through_a_raw_connection_is_never_read_stale(models_
     assert new_memory_s == pytest.approx(memory_s / 2, rel=1e-12)
     assert new_total_bytes == total_bytes  # the bytes held do not depend on bandwidth
 
-    con = connect(db, read_only=False)  # a writable connection computes them again, then reads them
+    api.refresh(db)  # computed again: read-only connections read them
+    con = connect(db)
     assert freshness(con).fresh and "step_sol" in _shadowed(con)
     assert con.execute(POINT).fetchall()[0][1] == pytest.approx(memory_s / 2, rel=1e-12)
     con.close()
     assert api.query(POINT, db=db).column("memory_s")[0].as_py() == pytest.approx(memory_s / 2, rel=1e-12)
+
+
+def test_a_writable_connection_reads_live_views_so_its_own_writes_show(store_of, tmp_path):
+    """A write through a writable store connection, raw SQL or archsql's helpers, is read back
+    on that connection: it is never shadowed by the derived tables."""
+    db = _copy(store_of("Meta-Llama-3.1-8B"), tmp_path)
+    con = connect(db, read_only=False)
+    assert _shadowed(con) == set()
+    (before,) = con.execute("select count(*) from step_sol").fetchone()
+    (deployments,) = con.execute("select count(*) from deployments").fetchone()
+    con.execute("delete from workloads where workload = 'prefill_1'")  # one workload fewer
+    assert con.execute("select count(*) from step_sol").fetchone()[0] == before - deployments
+    con.close()
 
 
 _EMPTY_TABLE_ROWS = {"workload_images": {"workload": WORKLOAD, "image_patches": 256}}
