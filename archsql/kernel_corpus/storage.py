@@ -87,13 +87,14 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
 
 
 def connect_read_only(db: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the store with a corpus; the model views read the store's
+    derived tables while they are current (:func:`archsql.store.connect`)."""
+    from archsql.store import connect
+
     path = Path(db)
     if not path.is_file():
         raise StoreError(f"no archsql store at {path}; import a corpus or run `archsql build` first")
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open the store {path}: {exc}") from None
+    con = connect(path, read_only=True)
     if "kernel_corpus_sources" not in _tables(con):
         con.close()
         raise StoreError(f"{path} has no kernel corpus; run `archsql corpus import aiconfigurator` (or a file)")
