@@ -124,7 +124,7 @@ def build(db: Path, models: tuple[str, ...]) -> None:
         def step(model: str) -> None:
             bar.advance(task)
             done = bar.tasks[0].completed >= len(names)
-            bar.update(task, description="writing the store" if done else f"evaluated {model}")
+            bar.update(task, description="writing the store and its derived tables" if done else f"evaluated {model}")
 
         report = api.build(names, db=db, progress=step)
     from archsql import queries
