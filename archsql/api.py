@@ -13,16 +13,25 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import sympy
 
 from archsql.errors import ArchsqlError, Issue, QueryError, UnsafeSQLError
-from archsql.evaluator import Analysis, evaluate
-from archsql.evaluator.analysis import node_count
-from archsql.evaluator.terms import display
-from archsql.schema.expr import RUNTIME_SYMBOLS
 from archsql.schema.tables import PHASES, TABLES
+
+if TYPE_CHECKING:  # the evaluator and sympy load on first use: a query does not need them
+    import sympy
+
+    from archsql.evaluator import Analysis
+
+
+def evaluate(model: Any, *args: Any, **kwargs: Any) -> Analysis:
+    """:func:`archsql.evaluator.evaluate` (the evaluator loads on first use)."""
+    from archsql.evaluator import evaluate as evaluate_model
+
+    return evaluate_model(model, *args, **kwargs)
+
 
 DEFAULT_DB_NAME = "archsql.duckdb"
 
@@ -57,6 +66,8 @@ def evaluate_all(
     is evaluated once; two specs of one model name, or a spec file named like a catalog model
     (it would replace the catalog model's rows) without ``replace_catalog``, are a
     :class:`QueryError` before anything is written."""
+    from archsql.evaluator import evaluate
+
     names = list(dict.fromkeys(str(m) for m in models)) if models else catalog()
     known = set(catalog())
     parts: dict[str, list[pa.Table]] = {name: [] for name in TABLES}
@@ -102,6 +113,16 @@ def build(
         tables, timings = evaluate_all(models, progress, replace_catalog=replace_catalog)
         write_store(db, tables)
     return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
+
+
+def refresh(db: str | Path | None = None) -> list[str]:
+    """Compute the store's derived tables again (the rows of its views that queries read
+    while they match the store: :mod:`archsql.store`); returns the views computed.  Needed
+    only after the parameter tables were changed outside archsql, to make queries fast again:
+    until then queries read the live views, which are always current."""
+    from archsql.store import refresh_store
+
+    return refresh_store(Path(db) if db else default_db())
 
 
 def check_read_only(sql: str) -> None:
@@ -274,6 +295,8 @@ class Explanation:
 
 @functools.lru_cache(maxsize=64)
 def _evaluated(model: str) -> Analysis:
+    from archsql.evaluator import evaluate
+
     return evaluate(model)
 
 
@@ -297,6 +320,10 @@ def formula(
 
 
 def _symbolic_total(analysis: Analysis, quantity: str, phase: str, node: str | None) -> sympy.Expr:
+    import sympy
+
+    from archsql.evaluator.analysis import node_count
+
     w = analysis.walks[phase]
     results = w.results
     if node is not None:
@@ -338,6 +365,11 @@ def explain(
     """The formula of a model quantity (whole model, or nodes whose uid ends with ``node``)
     and its value at a workload (``image_patches``: v, a vision tower's patches per request;
     shown in the workload only when the formula reads it)."""
+    import sympy
+
+    from archsql.evaluator.terms import display
+    from archsql.schema.expr import RUNTIME_SYMBOLS
+
     expr, bound = formula(model, quantity, phase, node)
     s = new_tokens if new_tokens is not None else (1 if phase == "decode" else 2048)
     c = context if context is not None else (s if phase == "prefill" else 2048)
@@ -442,6 +474,7 @@ __all__ = [
     "formula",
     "gpus",
     "query",
+    "refresh",
     "remove_deployments",
     "remove_workloads",
     "to_polars",

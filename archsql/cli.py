@@ -21,9 +21,7 @@ from rich.text import Text
 
 from archsql import __version__, api
 from archsql.cli_params import COMMANDS as PARAMETER_COMMANDS
-from archsql.design.cli import COMMANDS as DESIGN_COMMANDS
 from archsql.errors import EXIT_VERDICT
-from archsql.kernel_corpus.cli import bench, corpus
 from archsql.output import (
     check_format,
     console,
@@ -44,11 +42,36 @@ SUMMARY_QUERY = "summary"
 # ---------------------------------------------------------------------------- the group
 
 
+# Commands of the packages above the core (design tools, kernel corpus), by name: their
+# modules load when one of them runs (or `--help` lists them), so a query starts quickly.
+LAZY_COMMANDS = {
+    "corpus": ("archsql.kernel_corpus.cli", "corpus"),  # archsql corpus import | summary | sync
+    "bench": ("archsql.kernel_corpus.cli", "bench"),
+    "compare": ("archsql.design.cli", "compare_cmd"),  # archsql compare | edit | diff | audit
+    "edit": ("archsql.design.cli", "edit_cmd"),
+    "diff": ("archsql.design.cli", "diff_cmd"),
+    "audit": ("archsql.design.cli", "audit_cmd"),
+}
+
+
 class _Group(click.Group):
     """Runs every command under the exit-code contract (:func:`archsql.output.report_errors`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         return report_errors(ctx, lambda: super(_Group, self).invoke(ctx))
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attr)
+            accept_db_after(command)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,7 +85,26 @@ class _Group(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:
     """archsql: LLM architecture specs evaluated once into DuckDB; every cost question is SQL."""
+    from archsql.store import register_stale_notice
+
+    register_stale_notice(_stale_notice)
     ctx.obj = db if db is not None else api.default_db()
+
+
+_NOTICED: set[Path] = set()
+
+
+def _stale_notice(path: Path, state: Any) -> None:
+    """Say once per store on stderr that its derived tables do not match its tables."""
+    if path in _NOTICED:
+        return
+    _NOTICED.add(path)
+    why = "were never computed" if state.recorded is None else "do not match its parameter tables"
+    console(stderr=True).print(
+        f"note: the derived tables of {path} {why}: reading the live views (slower); "
+        "run `archsql refresh` to compute them again",
+        highlight=False,
+    )
 
 
 # ---------------------------------------------------------------------------- build
@@ -108,7 +150,12 @@ def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, ou
         def step(model: str) -> None:
             bar.advance(task)
             done = bar.tasks[0].completed >= len(names)
-            bar.update(task, description="writing the store" if done else f"evaluated {escape(printable(model))}")
+            bar.update(
+                task,
+                description="writing the store and its derived tables"
+                if done
+                else f"evaluated {escape(printable(model))}",
+            )
 
         report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog)
     from archsql import queries
@@ -120,6 +167,23 @@ def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, ou
     others = summary.num_rows - shown.num_rows
     note = f" (the store also holds {plural(others, 'other model')})" if others else ""
     click.echo(f"built {plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}", err=fmt != "table")
+
+
+@cli.command()
+@click.pass_obj
+def refresh(db: Path) -> None:
+    """Compute the store's derived tables again.
+
+    Queries read the rows of the store's views from its derived tables while these match
+    its tables (a fingerprint of the parameter tables, the build and the view SQL); after a
+    change made outside archsql (SQL on the file) they read the live views, which are always
+    current but slower, until this command (or `archsql build`) computes them again.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    names = api.refresh(db)
+    console().print(f"computed {plural(len(names), 'derived table')} of {db} in {time.perf_counter() - t0:.2f} s")
 
 
 # ---------------------------------------------------------------------------- sql
@@ -410,8 +474,7 @@ def _ints(text: str) -> list[int]:
 
 def _mesh_axis_options(command):
     """One option per swept mesh axis (archsql.schema.parallel.MESH_AXES): --tp, --ep, ..."""
-    from archsql.schema.parallel import MESH_AXES
-    from archsql.sweep import SWEPT_AXES
+    from archsql.schema.parallel import MESH_AXES, SWEPT_AXES
 
     for axis in reversed(SWEPT_AXES):
         fills = [
@@ -496,19 +559,12 @@ def sweep(
     emit(sweeps.pareto(table) if only_pareto else table, fmt, output)
 
 
-# ---------------------------------------------------------------------------- kernel corpus
-
-cli.add_command(corpus)  # archsql corpus import | summary | sync  (archsql/kernel_corpus/cli.py)
-cli.add_command(bench)
+# The kernel corpus (archsql/kernel_corpus/cli.py) and design (archsql/design/cli.py)
+# commands load on first use: LAZY_COMMANDS.
 
 # ---------------------------------------------------------------------------- parameters
 
 for _command in PARAMETER_COMMANDS:  # archsql deployment | workload | gpu  (archsql/cli_params.py)
-    cli.add_command(_command)
-
-# ---------------------------------------------------------------------------- design
-
-for _command in DESIGN_COMMANDS:  # archsql compare | edit | diff | audit  (archsql/design/cli.py)
     cli.add_command(_command)
 
 
@@ -517,10 +573,12 @@ def _set_db(ctx: click.Context, _param: click.Parameter, value: Path | None) -> 
         ctx.obj = value
 
 
-def accept_db_after(group: click.Group) -> None:
+def accept_db_after(group: click.Command) -> None:
     """``--db`` after the subcommand as well as before it (``archsql sql --db S.duckdb "…"``):
-    every command that reads the store (its callback takes the group's object) gets the option."""
-    for command in group.commands.values():
+    every command that reads the store (its callback takes the group's object) gets the option;
+    a command loaded on first use (LAZY_COMMANDS) gets it when it loads."""
+    commands = group.commands.values() if isinstance(group, click.Group) else [group]
+    for command in commands:
         if isinstance(command, click.Group):
             accept_db_after(command)
         elif hasattr(command.callback, "__wrapped__") and not any(p.name == "db" for p in command.params):

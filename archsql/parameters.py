@@ -32,7 +32,7 @@ from archsql.errors import Issue, ParameterError, did_you_mean, unknown_name
 from archsql.gpus.table import GPU_SCHEMA, parse_gpu_row
 from archsql.schema.parallel import AXES, MESH_AXES, fill_degrees
 from archsql.schema.tables import PARAMETER_TABLES, PHASES
-from archsql.store import connect, insert_deployments, insert_rows, remove_deployments, remove_workloads
+from archsql.store import connect, insert_deployments, insert_rows, refresh, remove_deployments, remove_workloads
 
 INT64_MAX = 2**63 - 1
 DEPLOYMENT_COLUMNS = PARAMETER_TABLES["deployments"].names
@@ -163,6 +163,7 @@ def add_deployment(
         issues = [Issue(problem, path=f"deployments ({rule})", hint=fix) for rule, problem, fix in problems]
         _refuse(f"deployment '{deployment}' not added: it breaks the layout rules (deployment_checks)", issues)
         con.commit()
+        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
     except BaseException:
         con.rollback()
         raise
@@ -230,6 +231,7 @@ def _remove(db: Path, kind: str, table: str, names: Sequence[str], remove) -> li
         _refuse(f"nothing removed from {table}", issues)
         remove(con, names)
         con.commit()
+        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
     except BaseException:
         con.rollback()
         raise
@@ -304,6 +306,7 @@ def add_workload(
             "select model, value from base_dims where dim = 'max_context' and value < ? order by model", [context]
         ).fetchall()
         con.commit()
+        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
     except BaseException:
         con.rollback()
         raise
@@ -391,6 +394,7 @@ def add_gpu(
             con.execute("delete from gpus where gpu = ?", [gpu])
         insert_rows(con, "gpus", [row])
         con.commit()
+        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
     except BaseException:
         con.rollback()
         raise

@@ -5,6 +5,20 @@ table is registered with DuckDB and copied by ``CREATE TABLE … AS SELECT``), w
 parameter tables with defaults when absent, records a ``store_meta`` row and (re)creates
 the views.  Everything happens in one transaction, so a failed write leaves the store as
 it was.  ``connect`` opens an existing store and says how to build one when there is none.
+
+Derived tables.  After writing, ``write_store`` computes the rows of every view above the
+``base`` layer once (in dependency order, each from its upstream views' computed rows) into
+a table of the same name in the schema ``derived``, and records in ``derived.freshness`` a
+fingerprint of everything those rows were computed from (:func:`fingerprint`).  ``connect``
+recomputes the fingerprint (milliseconds) and, only when it equals the recorded one, makes
+each derived table shadow its view on that connection (a TEMP VIEW of the same name, which
+DuckDB resolves before the store's objects, inside other views' bodies too): a point query
+then reads a few stored rows instead of evaluating every model × deployment × workload.
+The rows are a cache of the views' own SQL, never a second formula.  When the fingerprint
+differs (a parameter table changed through any client) it reads the live views (correct,
+slower) until :func:`refresh` (``archsql refresh``, or a rebuild) computes them again.  Only
+read-only connections are shadowed (nothing written through them can outdate a shadow); a
+writable one and a plain ``duckdb.connect`` read the live views.
 """
 
 from __future__ import annotations
@@ -13,7 +27,8 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,7 +39,6 @@ import pyarrow.compute as pc
 from archsql import __version__
 from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
-from archsql.evaluator.primitives.base import op_kernels_table, op_math_table
 from archsql.gpus import load_gpus
 from archsql.schema.fusion import fusion_rules_table
 from archsql.schema.parallel import parallel_groups_table, split_deployment
@@ -37,7 +51,7 @@ from archsql.schema.tables import (
     TABLES,
 )
 from archsql.specs import FUSION_DIR
-from archsql.views import create_views
+from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views, view_graph
 
 _DEFAULTS = {
     "workloads": lambda: load_default("workloads"),
@@ -53,10 +67,16 @@ _DEFAULTS = {
 }
 _REFERENCE = {
     "parallel_groups": parallel_groups_table,
-    "op_kernels": op_kernels_table,
-    "op_math": op_math_table,
+    "op_kernels": lambda: _primitives().op_kernels_table(),
+    "op_math": lambda: _primitives().op_math_table(),
     "fusion_rules": lambda: fusion_rules_table(FUSION_DIR),
 }
+
+
+def _primitives():  # the evaluator loads when a store is written, not when one is read
+    from archsql.evaluator.primitives import base
+
+    return base
 
 
 def _quant():
@@ -112,6 +132,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
                 _replace_table(con, name, schema.empty_table(), exists=False)
         _record_meta(con, models)
         create_views(con)
+        refresh(con)
         con.commit()
     except BaseException:
         con.rollback()
@@ -129,7 +150,7 @@ def write_checkpoint(db_path: str | Path, table: pa.Table, *, model: str, profil
     if len(ids) != 1:
         raise StoreError(f"write_checkpoint takes the tensors of one checkpoint, got {len(ids)} checkpoint ids")
     checkpoint = ids[0]
-    con = connect(db_path, read_only=False)
+    con = connect(db_path, read_only=False, derived=False)  # refreshed once, after the write
     con.begin()
     try:
         known = {r[0] for r in con.execute("select model from models").fetchall()}
@@ -156,6 +177,7 @@ def write_checkpoint(db_path: str | Path, table: pa.Table, *, model: str, profil
             [{"checkpoint": checkpoint, "model": model, "profile": profile}], schema=CHECKPOINT_TABLES["checkpoints"]
         )
         _insert_arrow(con, "checkpoints", mapping, create=False)
+        refresh(con)
         con.commit()
     except BaseException:
         con.rollback()
@@ -173,7 +195,8 @@ def insert_deployments(
     into ``deployments`` and ``deployment_mesh``, by column name.  With ``like``, every
     field not given is the named deployment's (its mesh and framework included).  ``framework``
     names the serving framework (``deployment_frameworks``) whose default memory fraction
-    applies when ``usable_memory_fraction`` is not given."""
+    applies when ``usable_memory_fraction`` is not given.  Like every parameter write, it
+    leaves the store's derived tables stale (:func:`refresh`) and ``con`` reading the live views."""
     columns = PARAMETER_TABLES["deployments"].names
     base: dict[str, object] = {}
     if like is not None:
@@ -205,7 +228,9 @@ def insert_deployments(
 
 def keep_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
     """Remove every deployment not in ``names`` (its mesh and framework rows with it): a store
-    whose views answer only the deployments a question is about."""
+    whose views answer only the deployments a question is about (its derived tables stale
+    until :func:`refresh`; ``con`` reads the live views)."""
+    unshadow(con)
     keep = sorted(set(names))
     for table in ("deployment_mesh", "deployment_frameworks", "deployments"):
         con.execute(f"delete from {table} where deployment not in (select unnest(?::varchar[]))", [keep])
@@ -213,14 +238,17 @@ def keep_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> No
 
 def remove_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
     """Remove the named deployments with their mesh and framework rows (the complement of
-    :func:`keep_deployments`)."""
+    :func:`keep_deployments`; derived tables stale until :func:`refresh`)."""
+    unshadow(con)
     drop = sorted(set(names))
     for table in ("deployment_mesh", "deployment_frameworks", "deployments"):
         con.execute(f"delete from {table} where deployment in (select unnest(?::varchar[]))", [drop])
 
 
 def remove_workloads(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
-    """Remove the named workloads with their image rows."""
+    """Remove the named workloads with their image rows (derived tables stale until
+    :func:`refresh`)."""
+    unshadow(con)
     drop = sorted(set(names))
     for table in ("workload_images", "workloads"):
         con.execute(f"delete from {table} where workload in (select unnest(?::varchar[]))", [drop])
@@ -229,7 +257,9 @@ def remove_workloads(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> No
 def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[str, object]]) -> None:
     """Insert rows (one mapping each, by column name; a column not given is null) into the
     parameter table ``name``.  A key given twice, or already in the table, is a
-    :class:`StoreError` naming the table, its key and the values; nothing is inserted."""
+    :class:`StoreError` naming the table, its key and the values; nothing is inserted.  The
+    store's derived tables are stale until :func:`refresh` (``con`` reads the live views)."""
+    unshadow(con)
     table = pa.Table.from_pylist(list(rows), schema=PARAMETER_TABLES[name])
     key = PARAMETER_KEYS[name]
     _check_keys(name, table, key)
@@ -244,14 +274,21 @@ def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[st
         ) from None
 
 
-def connect(db_path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open an existing store; a missing or empty file is a :class:`StoreError`."""
+def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open an existing store; a missing or empty file is a :class:`StoreError`.
+
+    With ``derived`` (the default), on a read-only connection the views read the store's
+    derived tables when they are fresh (:func:`freshness`); when stale they read live (and
+    the registered notices are told: :func:`register_stale_notice`).  A writable connection
+    always reads the live views: its own writes would not reach a shadow, and a refresh
+    before them would be undone by them (:func:`refresh` when done)."""
     path = Path(db_path)
     if not path.is_file():
         raise StoreError(f"no archsql store at {path}; {_BUILD_HINT}")
     con = _open(path, read_only=read_only)
     expected = (*TABLES, *PARAMETER_TABLES, *REFERENCE_TABLES)
-    missing = [name for name in expected if name not in _table_names(con)]
+    present = _table_names(con)
+    missing = [name for name in expected if name not in present]
     if missing:
         con.close()
         what = (
@@ -260,7 +297,251 @@ def connect(db_path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConne
             else f"is incomplete (missing tables: {', '.join(missing)})"
         )
         raise StoreError(f"{path} {what}; {_BUILD_HINT}")
+    if derived and read_only:  # a writable connection could change what a shadow holds
+        try:
+            _use_derived(con, path)
+        except BaseException:
+            con.close()
+            raise
     return con
+
+
+# -- derived tables ------------------------------------------------------------------------
+
+DERIVED = DERIVED_SCHEMA
+_FRESHNESS = "freshness"
+# the view layers whose rows are computed into derived tables: base views only rename and
+# type the store's tables (reading them costs what reading the table does)
+DERIVED_LAYERS = ("int", "reports")
+# bumped when the way derived rows are computed or fingerprinted changes
+_DERIVED_FORMAT = 1
+# tables whose whole content is fingerprinted (small: what a person edits, what code writes);
+# the evaluated tables are written only by `write_store`, which records a store_meta row per
+# write: their row counts and that record stand for them
+_HASHED_TABLES = (*PARAMETER_TABLES, *REFERENCE_TABLES, "checkpoints", "store_meta")
+_COUNTED_TABLES = (*TABLES, "checkpoint_tensors")
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Whether the store's derived tables hold the rows its views give now."""
+
+    fresh: bool
+    recorded: str | None  # the fingerprint recorded when they were computed (None: never)
+    current: str | None  # the fingerprint of the store now (None when there is none recorded)
+    materialized: tuple[str, ...]  # the views computed into derived tables
+
+
+_STALE_NOTICES: list[Callable[[Path, Freshness], None]] = []
+
+
+def register_stale_notice(notice: Callable[[Path, Freshness], None]) -> None:
+    """Call ``notice(store path, freshness)`` when a read-only :func:`connect` finds the
+    derived tables stale and reads the live views (the CLI says so on stderr)."""
+    if notice not in _STALE_NOTICES:
+        _STALE_NOTICES.append(notice)
+
+
+def fingerprint(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: Iterable[str]) -> str:
+    """A digest of every input of the derived rows: the content of the parameter, reference
+    and checkpoint-mapping tables and the build record (``store_meta``), the row counts of
+    the evaluated tables, the SQL ``views`` and ``macros`` were created from (their md5 in
+    ``derived.sources``, written by :func:`archsql.views.create_views`), and the archsql,
+    DuckDB and derived-format versions.  One query over the store's own tables (never a connection's
+    temporary shadows)."""
+    db = _quote(_current_database(con))
+    parts = [
+        f"select '{t}' as name, count(*)::varchar || ':' || coalesce(sum(hash(x)), 0)::varchar as digest "
+        f'from {db}.main."{t}" as x'
+        for t in _HASHED_TABLES
+    ]
+    parts += [f"select '{t}', count(*)::varchar from {db}.main.{_quote(t)}" for t in _COUNTED_TABLES]
+    parts.append(
+        "select 'sources', coalesce(md5(string_agg(kind || ':' || name || ':' || sql_md5, ';' order by kind, name)), '') "
+        f"from {db}.{DERIVED}.{SOURCES_TABLE} "
+        "where (kind = 'view' and name in (select unnest($views::varchar[]))) "
+        "or (kind = 'macro' and name in (select unnest($macros::varchar[])))"
+    )
+    ((digest,),) = con.execute(
+        f"select md5(string_agg(name || '=' || digest, '|' order by name) || $versions) "
+        f"from ({' union all '.join(parts)})",
+        {
+            "views": sorted(views),
+            "macros": sorted(macros),
+            "versions": f"|archsql {__version__}|duckdb {duckdb.__version__}|{_DERIVED_FORMAT}",
+        },
+    ).fetchall()
+    return digest
+
+
+def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
+    """The state of the store's derived tables against the store as it is now."""
+    recorded = _recorded(con)
+    if recorded is None:
+        return Freshness(False, None, None, ())
+    digest, views, macros, materialized = recorded
+    try:
+        current = fingerprint(con, views, macros)
+    except duckdb.CatalogException:  # a table it reads was dropped
+        return Freshness(False, digest, None, tuple(materialized))
+    return Freshness(current == digest, digest, current, tuple(materialized))
+
+
+def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Compute the rows of every ``int`` and ``reports`` view into ``derived.<view>`` and
+    record their fingerprint, on a writable connection (in the caller's transaction, if
+    any); the connection then reads them.  Each view is computed once, from the computed
+    rows of the views it reads (each shadows its view while the next are computed).  Returns
+    the names of the materialized views, in dependency order."""
+    unshadow(con)
+    con.execute("set enable_progress_bar = false")  # DuckDB's bar on long statements: not on our output
+    files = ordered_views(con)
+    macros = [m.name for m in macro_files()]
+    db = _quote(_current_database(con))
+    con.execute(f"create schema if not exists {db}.{DERIVED}")
+    con.execute(
+        f"create table if not exists {db}.{DERIVED}.{SOURCES_TABLE} (kind varchar, name varchar, sql_md5 varchar)"
+    )
+    old = con.execute(
+        "select table_name from duckdb_tables() where database_name = current_database() and schema_name = ? "
+        "and table_name <> ?",
+        [DERIVED, SOURCES_TABLE],
+    ).fetchall()
+    for (name,) in old:
+        con.execute(f"drop table {db}.{DERIVED}.{_quote(name)}")
+    transient = _transient(con)
+    done: list[str] = []
+    for f in files:
+        if f.layer not in DERIVED_LAYERS:
+            continue
+        if f.name in transient:  # computed once for the one report that reads it, not stored
+            con.execute(f'create temp table "{f.name}" as select * from {db}.main."{f.name}"')
+            continue
+        con.execute(f'create table {db}.{DERIVED}."{f.name}" as select * from {db}.main."{f.name}"')
+        con.execute(f'create temp view "{f.name}" as select * from {db}.{DERIVED}."{f.name}"')
+        done.append(f.name)
+    for name in transient:  # read live again (from the stored views it reads)
+        con.execute(f'drop table if exists temp.main."{name}"')
+    views = [f.name for f in files]
+    con.execute(
+        f"create table {db}.{DERIVED}.{_FRESHNESS} as select ? as fingerprint, ?::varchar[] as views, "
+        "?::varchar[] as macros, ?::varchar[] as materialized, ? as archsql_version, "
+        "now()::timestamp as computed_at_utc",
+        [fingerprint(con, views, macros), views, macros, done, __version__],
+    )
+    return done
+
+
+def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The int views read by exactly one view, a report: that report's private step (the
+    per-device shapes and spec tensors are the largest of them), computed once while its
+    report is and not stored; a query of it reads live from the stored views it reads."""
+    files, deps = view_graph(con)
+    readers: dict[str, set[str]] = {name: set() for name in files}
+    for name, reads in deps.items():
+        for read in reads:
+            readers[read].add(name)
+    return {
+        name
+        for name, f in files.items()
+        if f.layer == "int" and len(readers[name]) == 1 and files[next(iter(readers[name]))].layer == "reports"
+    }
+
+
+def shadow(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """Make ``derived.<name>`` shadow the view ``<name>`` on ``con`` (a TEMP VIEW)."""
+    db = _quote(_current_database(con))
+    script = ";\n".join(f'create or replace temp view "{n}" as select * from {db}.{DERIVED}."{n}"' for n in names)
+    if script:
+        con.execute(script)
+
+
+def unshadow(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the connection's shadows of the derived tables: its views read live again."""
+    rows = con.execute(
+        "select view_name from duckdb_views() where database_name = 'temp' and not internal "
+        "and sql like '%' || ? || '%'",
+        [f".{DERIVED}."],
+    ).fetchall()
+    for (name,) in rows:
+        con.execute(f'drop view if exists temp.main."{name}"')
+
+
+def refresh_store(db_path: str | Path) -> list[str]:
+    """Compute the store's derived tables again (:func:`refresh`) in one transaction."""
+    con = connect(db_path, read_only=False, derived=False)
+    try:
+        con.begin()
+        try:
+            names = refresh(con)
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+    finally:
+        con.close()
+    return names
+
+
+def scope(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    models: Iterable[str] | None = None,
+    deployments: Iterable[str] | None = None,
+    workloads: Iterable[str] | None = None,
+) -> None:
+    """Shadow the store's tables on ``con`` by temporary tables holding only the rows of
+    these models, deployments and workloads (``None``: all of them): the live views on
+    ``con`` then evaluate only those (a sweep's grid), from the same SQL.  The connection's
+    derived shadows are dropped first; the scope lasts until the temporary tables are
+    dropped (or rolled back with the transaction that made them)."""
+    unshadow(con)
+    db = _quote(_current_database(con))
+    keys = {"model": models, "deployment": deployments, "workload": workloads}
+    tables = {**TABLES, **PARAMETER_TABLES, **CHECKPOINT_TABLES}
+    for name, schema in tables.items():
+        for column, names in keys.items():
+            if names is not None and column in schema.names:
+                con.execute(
+                    f"create or replace temp table {_quote(name)} as select * from {db}.main.{_quote(name)} "
+                    f"where {_quote(column)} in (select unnest(?::varchar[]))",
+                    [sorted(set(names))],
+                )
+                break
+
+
+def _use_derived(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    state = freshness(con)
+    if state.fresh:
+        shadow(con, state.materialized)
+        return
+    for notice in _STALE_NOTICES:
+        notice(path, state)
+
+
+def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, list[str], list[str], list[str]] | None:
+    found = con.execute(
+        "select 1 from duckdb_tables() where database_name = current_database() and schema_name = ? and table_name = ?",
+        [DERIVED, _FRESHNESS],
+    ).fetchall()
+    if not found:
+        return None
+    db = _quote(_current_database(con))
+    try:
+        rows = con.execute(
+            f"select fingerprint, views, macros, materialized from {db}.{DERIVED}.{_FRESHNESS}"
+        ).fetchall()
+    except duckdb.BinderException:  # recorded by another derived format
+        return None
+    return (rows[0][0], *(list(v) for v in rows[0][1:])) if len(rows) == 1 else None
+
+
+def _current_database(con: duckdb.DuckDBPyConnection) -> str:
+    return con.execute("select current_database()").fetchall()[0][0]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """Sweeps: a grid of deployments × workloads answered by the SOL views in one query.
 
 The grid is written into the store's parameter tables inside a transaction that is rolled
-back afterwards, so a sweep never changes the store; the views do all the arithmetic.
+back afterwards, so a sweep never changes the store; the views do all the arithmetic.  The
+views read the live tables scoped to the sweep's model and grid (:func:`archsql.store.scope`),
+never the store's derived tables (which do not hold the grid), so a sweep costs its own
+points whatever else the store holds.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import sqlglot
+from sqlglot import exp
 
 from archsql.errors import QueryError
 from archsql.evaluator.storage import NATIVE
-from archsql.schema.parallel import MESH_AXES, fill_degrees
+from archsql.schema.parallel import MESH_AXES, SWEPT_AXES, fill_degrees
 
 # the degree of every mesh axis, in MESH_AXES order
 _DEGREES = ", ".join(f"g.{a.name}" for a in MESH_AXES)
@@ -44,12 +49,11 @@ where s.model = ? and s.deployment like 'sweep:%' and s.workload like 'sweep:%'
 order by s.deployment, s.workload
 """
 
+
 # weight dtype of a sweep → the precision profile its weights are stored in; 'native': as the
 # checkpoint ships them (each model's own format, read from its config), with no one matmul
 # dtype (deployments.weight_dtype null: each quantized weight's matmul in its stored element)
 WEIGHT_PROFILES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "nvfp4", NATIVE: NATIVE}
-# the axes a sweep tries degrees of; each of the others takes what its span leaves
-SWEPT_AXES = tuple(a for a in MESH_AXES if a.sweep is not None)
 
 
 def grid(
@@ -124,11 +128,12 @@ def _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds) -> l
 def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[dict]) -> pa.Table:
     """SOL and memory for every (deployment, workload) of the grid, for one model."""
     from archsql.api import default_db
-    from archsql.store import connect, insert_deployments, insert_rows
+    from archsql.store import connect, insert_deployments, insert_rows, scope
+    from archsql.views import computed_once
 
     if not deployments or not workloads:
         raise QueryError("the sweep grid is empty: no GPU count is divisible by the given tp / cp / pp / ep degrees")
-    con = connect(Path(db) if db else default_db(), read_only=False)
+    con = connect(Path(db) if db else default_db(), read_only=False, derived=False)
     try:
         (known,) = con.execute("select count(*) from models where model = ?", [model]).fetchone()
         if not known:
@@ -136,12 +141,20 @@ def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[d
         con.begin()
         insert_deployments(con, deployments)
         insert_rows(con, "workloads", workloads)
+        scope(
+            con,
+            models=[model],
+            deployments=[d["deployment"] for d in deployments],
+            workloads=[w["workload"] for w in workloads],
+        )
         problems = con.execute(
             "select name, problem from parameter_checks where name like 'sweep:%' order by all"
         ).fetchall()
         if problems:  # the views leave an invalid row out: refuse the sweep rather than answer less
             raise QueryError("invalid sweep rows: " + "; ".join(f"{d}: {p}" for d, p in problems[:5]))
-        table = con.sql(SWEEP_SQL, params=[model]).to_arrow_table()
+        read = {t.name for t in sqlglot.parse_one(SWEEP_SQL, read="duckdb").find_all(exp.Table)}
+        with computed_once(con, views=read):  # each view SWEEP_SQL reads (and theirs) planned and run once
+            table = con.sql(SWEEP_SQL, params=[model]).to_arrow_table()
         con.rollback()
         return table
     finally:

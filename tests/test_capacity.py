@@ -11,6 +11,8 @@ import shutil
 import duckdb
 import pytest
 
+from archsql.store import connect
+
 MIB = 2**20
 
 
@@ -23,7 +25,7 @@ def test_h200_usable_is_the_exposed_mib_times_vllm_default(models_db):
     # defaults to 0.9 of that total.  The marketed 141 GB (141e9 B) is kept and flagged:
     # 143771 × 2^20 = 150,755,931,136 B is 6.9 % above it.
     expected = 143771 * MIB * 0.9  # = 135,679,338,086.4 B
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     framework, fraction, source, memory, marketed, basis, usable = _one(
         con,
         "select framework, memory_fraction, fraction_from, memory_bytes, marketed_memory_bytes, memory_basis,"
@@ -91,7 +93,7 @@ def test_llama_8b_b64_at_128k_on_one_h200_does_not_fit(models_db):
     # KV per token = 32 layers × 2 (K, V) × 8 heads × 128 × 2 B = 131072 B; × 131072 tokens × 64 requests
     kv = 32 * 2 * 8 * 128 * 2 * 131072 * 64  # 1,099,511,627,776 B (~1.1 TB)
     usable = 143771 * MIB * 0.9
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     w, k, act, fits_dm = _one(
         con,
         "select weight_bytes, kv_bytes, activation_bytes, fits from device_memory where model = 'Meta-Llama-3.1-8B'"
@@ -118,7 +120,7 @@ def test_qwen3_30b_a3b_max_batch_per_dp_rank_on_dp8_ep8(models_db):
     # is the step's (activation_bytes) over the 8 requests a rank holds at batch 64.
     kv_per_request = 48 * 2 * 4 * 128 * 2 * 32768
     usable = 143771 * MIB * 0.9
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     w, k, act, batch, max_batch, per_rank, per_gpu = _one(
         con,
         "select weight_bytes, kv_bytes, activation_bytes, batch, max_batch, max_batch_per_dp_rank, max_batch_per_gpu"

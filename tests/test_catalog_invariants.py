@@ -12,16 +12,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
-
 from archsql.api import catalog
+from archsql.store import connect
 from archsql.views import check_invariants
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 
 
 def test_every_invariant_holds_on_the_catalog_store(catalog_db):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     try:
         failures = check_invariants(con)
     finally:
@@ -35,7 +34,7 @@ def test_layers_are_the_configs_decoder_layers(catalog_db):
     """model_summary.layers counts decoder layers only — the config's num_hidden_layers
     (text_config's for multimodal checkpoints): vision-tower layers and MTP (next-n) layers
     are stacks of their own roles and not counted."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     try:
         rows = con.execute(
             "select s.model, s.layers, m.config_file from model_summary as s join models as m using (model)"

@@ -195,3 +195,17 @@ def test_number_formats() -> None:
     assert human_bytes(131_072) == "128 KiB"
     assert human_bytes(516_096) == "504 KiB"
     assert human_bytes(512) == "512 B"
+
+
+def test_lazy_commands_are_every_command_their_modules_define():
+    """`archsql` loads the design and kernel-corpus commands on first use, by name: each name
+    is its command's, and every command those modules give is listed."""
+    import importlib
+
+    from archsql.cli import LAZY_COMMANDS
+    from archsql.design.cli import COMMANDS
+
+    for name, (module, attr) in LAZY_COMMANDS.items():
+        assert getattr(importlib.import_module(module), attr).name == name
+    assert {c.name for c in COMMANDS} | {"corpus", "bench"} == set(LAZY_COMMANDS)
+    assert set(LAZY_COMMANDS) <= set(cli.list_commands(None))

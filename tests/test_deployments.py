@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from archsql.store import insert_deployments
+from archsql.store import connect, insert_deployments
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 H200_HBM = 4.8e12  # bytes/s, archsql/gpus/gpus.csv (H200 SXM: 4.8 TB/s)
@@ -28,7 +28,7 @@ def test_llama_decode_at_batch_1_is_weights_plus_kv_over_hbm(models_db):
     streamed = 8_030_261_248 - cfg["vocab_size"] * cfg["hidden_size"]
     kv = 2048 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * 128 * 2 * 2  # K and V, bf16
     expected = (2 * streamed + kv) / H200_HBM
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     time_s, memory_s, compute_s = _one(
         con,
         "select time_s, memory_s, compute_s from step_sol "
@@ -50,7 +50,7 @@ def test_llama_prefill_gemms_are_compute_bound_and_flops_are_global(models_db):
     """Prefill of 2048 tokens on one GPU: every linear is compute-bound, and the per-device
     FLOPs of a one-GPU deployment are the model's FLOPs: 2·(params − embedding)·tokens for
     the matmuls (lm_head on the last position only) plus attention and elementwise work."""
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     q = "from op_sol where model = 'Meta-Llama-3.1-8B' and deployment = '1xH200-single' and workload = 'prefill_2k'"
     bounds = {b for (b,) in con.execute(f"select distinct bound {q} and op = 'linear'").fetchall()}
     assert bounds == {"compute"}
@@ -65,7 +65,7 @@ def test_llama_prefill_gemms_are_compute_bound_and_flops_are_global(models_db):
 
 
 def test_mla_latent_cache_is_replicated_by_tp_and_divided_by_dp(models_db):
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     kv = dict(
         con.execute(
             "select deployment, kv_bytes from device_memory where model = 'DeepSeek-V3' and workload = 'decode_b64_c32k'"
@@ -77,7 +77,7 @@ def test_mla_latent_cache_is_replicated_by_tp_and_divided_by_dp(models_db):
 
 
 def test_expert_parallelism_divides_expert_weights_not_their_shapes(models_db):
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     rows = con.execute(
         "select deployment, sum(elements) from int_device_weights "
         "where model = 'Qwen3-30B-A3B' and uid like '%mlp.%_proj' group by deployment"
@@ -117,7 +117,7 @@ def test_a_deployment_that_does_not_fit_says_so_with_the_shortfall(models_db, tm
 
 
 def test_step_sol_flags_contexts_beyond_the_published_maximum(models_db):
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     flags = dict(
         con.execute(
             "select workload, beyond_max_context from step_sol where model = 'Qwen3-8B' and deployment = '1xH200-single'"
@@ -130,7 +130,7 @@ def test_kv_heads_fewer_than_tp_ranks_are_replicated(models_db):
     """The fit rule: Qwen3-30B-A3B has 4 KV heads; on tp 8 each rank holds one whole head
     (every head twice), so its cache is the single-GPU cache ÷ 4, not ÷ 8.  Its 32 query
     heads split evenly: q_proj's weight is ÷ 8."""
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     kv = dict(
         con.execute(
             "select deployment, kv_bytes from device_memory where model = 'Qwen3-30B-A3B' and workload = 'decode_b64_c32k'"
@@ -160,7 +160,7 @@ def test_deepseek_v3_on_8_gpus_in_one_query(models_db):
     latent has no head axis)."""
     cfg = json.loads((CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text())
     whole = cfg["num_hidden_layers"] * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 2 * 32768 * 64
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     rows = con.execute(
         "select s.deployment, m.weight_bytes, m.kv_bytes, m.fits, m.max_batch, s.time_s, s.tokens_per_s_per_gpu "
         "from step_sol as s join device_memory as m using (model, deployment, workload) "

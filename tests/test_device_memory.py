@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from archsql.store import insert_deployments
+from archsql.store import connect, insert_deployments
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 # archsql/gpus/gpus.csv: H200 SXM exposes 143771 MiB (nvidia-smi, S28; marketed 141 GB); the default
@@ -50,7 +50,7 @@ def test_deepseek_v3_fp8_weights_per_device_count_block_scales(models_db):
     gate_data = inter * hidden
     gate_scales = math.ceil(inter / block_rows) * math.ceil(hidden / block_cols) * 4  # 16 × 56 × 4
 
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     q = "select part, sum(total_bytes) from int_device_storage where model = 'DeepSeek-V3' and deployment = ? and uid like ? group by part"
     got = dict(con.execute(q, ["8xH200-tp8-ep8-wfp8", "decoder/%/self_attn.q_b_proj"]).fetchall())
     assert got == {
@@ -71,7 +71,7 @@ def test_deepseek_v3_fp8_device_weights_are_the_stored_totals_through_the_layout
     the routed experts'.  Under TP8 + EP8 the same relation holds tensor by tensor for the
     data parts (÷ the layout's split), and the scale bytes are part of the total: the device
     holds more than its FP8 elements alone."""
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     stored = """
         with base as (select distinct model, uid, in_base_model from base_nodes),
         experts as (select distinct model, uid from base_layouts where tensor = 'copies')
@@ -112,7 +112,7 @@ def test_a_bf16_model_weighs_two_bytes_per_parameter_on_every_layout(models_db):
     """Meta-Llama-3.1-8B stores every tensor in BF16, so the storage-based weight bytes are
     what elements × 2 gave: 2 × 8,030,261,248 on one GPU (the inventory's parameter count),
     and 2 × the layout's per-device elements, tensor by tensor, on TP8."""
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     (single,) = _one(
         con,
         "select weight_bytes from device_memory where model = 'Meta-Llama-3.1-8B' and deployment = '1xH200-single' "
@@ -147,7 +147,7 @@ def test_llama_prefill_activation_peak_by_hand(models_db):
     weights = 2 * 8_030_261_248
     one_gpu = (hidden + 3 * inter) * s * 2
     assert one_gpu == 192_937_984
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     q = (
         "select activation_bytes, activation_peak_op, kv_bytes, max_batch, limited_by from device_memory "
         "where model = 'Meta-Llama-3.1-8B' and deployment = ? and workload = 'prefill_2k'"
@@ -165,7 +165,7 @@ def test_activations_grow_with_the_prompt_and_split_with_data_parallelism(models
     """The same liveness at 16× the prompt holds 16× the bytes (every live tensor is per
     token in prefill); DP8 gives each rank its requests' activations (÷ 8 of a 64-request
     decode batch's), while TP8 leaves the replicated residual stream whole."""
-    con = duckdb.connect(str(models_db), read_only=True)
+    con = connect(models_db)
     act = dict(
         ((d, w), b)
         for d, w, b in con.execute(

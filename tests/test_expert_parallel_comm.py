@@ -19,8 +19,9 @@ import json
 import math
 from pathlib import Path
 
-import duckdb
 import pytest
+
+from archsql.store import connect
 
 CONFIGS = Path(__file__).resolve().parents[1] / "archsql" / "specs" / "configs"
 BF16 = 2  # bytes
@@ -58,7 +59,7 @@ def test_tp8_ep8_has_no_all_to_all_and_one_all_reduce_per_block(models_db):
     2048 · 7168 bf16 values, each sending 2 · 7/8 of it per GPU:
     61 · 2 · 2 · 7/8 · 2048 · 7168 · 2 B = 6.268 GB per GPU (13.9 ms at 450 GB/s; the old
     all-to-all of every token × top-8 alone was 23.8 GB)."""
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         comm = _comm(con, "8xH200-tp8-ep8", "prefill_2k")
     per_reduce = 2 * 7 / 8 * 2048 * D_MODEL * BF16
     assert not [key for key in comm if key[0] == "all_to_all"]
@@ -74,13 +75,13 @@ def test_dp8_ep8_dispatch_sends_each_token_once_per_remote_rank(models_db):
     reached = _ranks_reached(E, K, 8)
     assert reached == pytest.approx(5.2947, abs=1e-4)
     per_layer = (64 // 8) * reached * 7 / 8 * D_MODEL * BF16
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         comm = _comm(con, "8xH200-dp8-ep8", "decode_b64_c2k")
     assert comm == {("all_to_all", "ffn_moe"): pytest.approx(2 * MOE_LAYERS * per_layer, rel=1e-9)}
 
 
 def test_ranks_touched_macro_matches_the_binomial(models_db):
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         got = con.execute(
             "select ranks_touched(256, 8, 8), ranks_touched(128, 8, 8), ranks_touched(256, 8, 1),"
             " ranks_touched(8, 2, 8)"
@@ -105,7 +106,7 @@ def test_dispatch_buffer_holds_the_devices_pairs(models_db, deployment, pairs_pe
     pairs its experts process × 7168 bf16 values — not the deployment's tokens × top-8 on
     every GPU (item 4).  The expert intermediates follow: the SiLU of gate_proj holds
     pairs × 2048 / moe_tp values."""
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         rows = dict(
             con.execute(
                 "select uid, output_bytes from int_device_op_values where model = 'DeepSeek-V3'"

@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from archsql.evaluator import evaluate
+from archsql.store import connect
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 MODEL = "gemma-4-26B-A4B"
@@ -90,7 +90,7 @@ def _per_layer(cfg: dict) -> dict[str, tuple[int, int | None]]:
 def test_kv_per_token_per_layer_from_config(cfg, catalog_db):
     per_layer = _per_layer(cfg)
     assert per_layer == {"sliding": (4096, 1024), "global": (2048, None)}
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     rows = con.execute(
         "select template, kind, growth, layers, elements_per_token, bytes_per_token from kv_per_token_by_kind "
         "where model = ? and dtype = 'bf16' order by template, kind",
@@ -113,7 +113,7 @@ def test_kv_per_token_per_layer_from_config(cfg, catalog_db):
 def test_sliding_layers_stop_growing_at_the_window(cfg, catalog_db, context):
     """One request at context c: 25 sliding layers × 4096 × min(c, 1024) + 5 full layers ×
     2048 × c elements, 2 bytes each.  Past c = 1024 only the full layers grow."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     got = con.execute(
         """
         select sum(t.coef * term_value(t.e_B, t.e_s, t.e_c, t.factor, t.factor_arg, 1, 1, ?))
@@ -134,7 +134,7 @@ def test_active_params_use_top_k_of_the_experts(cfg, catalog_db):
     are the total less 30 layers × 120 unused experts × 3 × 704 × 2816."""
     d, inter = cfg["hidden_size"], cfg["moe_intermediate_size"]
     unused = cfg["num_hidden_layers"] * (cfg["num_experts"] - cfg["top_k_experts"]) * 3 * inter * d
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     params, active = con.execute("select params, active_params from model_summary where model = ?", [MODEL]).fetchone()
     assert params == 25_233_141_790  # the language-model tensors of the inventory (vision tower excluded)
     assert active == params - unused == 3_822_530_590

@@ -24,12 +24,12 @@ import json
 import math
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from archsql.errors import SpecError
 from archsql.evaluator import evaluate
 from archsql.specs import CONFIGS_DIR, MODELS_DIR, load_library
+from archsql.store import connect
 from tests.conftest import FIXTURES
 from tests.test_inventory_params import inventory_role
 from tests.test_spec_errors import assert_all_located, edit, line_of, located
@@ -313,7 +313,7 @@ def test_k3_cache_per_token_and_fixed_state(catalog_db):
     state_bytes = len(la["kda_layers"]) * (
         3 * p * (la["short_conv_kernel_size"] - 1) * BF16 + la["num_heads"] * la["head_dim"] * K3["v_head_dim"] * 4
     )
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     row = con.execute(
         "select bytes_per_token, state_bytes_per_request, cache_layers from kv_per_token "
         "where model = 'Kimi-K3' and dtype = 'bf16'"

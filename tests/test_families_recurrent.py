@@ -21,6 +21,7 @@ from archsql.evaluator import evaluate
 from archsql.evaluator.analysis import node_count
 from archsql.schema.expr import RUNTIME_SYMBOLS
 from archsql.specs import CONFIGS_DIR, MODELS_DIR, load_library
+from archsql.store import connect
 from tests.conftest import FIXTURES
 
 B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
@@ -319,7 +320,7 @@ def test_qwen35_mtp_module_is_on_disk_but_not_in_the_base_model(catalog_db):
     moe = e * d + e * 3 * ffe * d + 3 * ffs * d + d
     mtp = 2 * d * d + 3 * d + attention + moe + 2 * d
     assert mtp == 844_640_768
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     params, active, mtp_params = con.execute(
         "select params, active_params, mtp_params from model_summary where model = 'Qwen3.5-35B-A3B'"
     ).fetchone()

@@ -30,6 +30,7 @@ from archsql.evaluator.factors import chunk_len, chunk_len_int, chunk_pairs_int
 from archsql.evaluator.terms import evaluate_terms
 from archsql.schema.expr import RUNTIME_SYMBOLS
 from archsql.specs import COMPONENTS_DIR, load_library
+from archsql.store import connect
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 B, S, C = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c"))
@@ -88,7 +89,7 @@ def test_gpt_oss_sliding_layers_stop_at_the_window_while_full_layers_grow():
 
 
 def test_gpt_oss_kv_by_layer_group_view(catalog_db):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     rows = con.execute(
         "select template, sum(elements) from kv_by_layer_group "
         "where model = 'gpt-oss-20b' and workload = 'decode_b1_c8k' and dtype = 'bf16' group by template"

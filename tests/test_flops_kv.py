@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from archsql.api import catalog, formula
 from archsql.schema.expr import RUNTIME_SYMBOLS
+from archsql.store import connect
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 B, S, C, V = (RUNTIME_SYMBOLS[n] for n in ("B", "s", "c", "v"))
@@ -37,7 +38,7 @@ def test_kv_per_token_llama_8b_bf16(catalog_db):
     # layers × KV heads × head dim × (K and V) × 2 bytes (bf16) = 32 × 8 × 128 × 2 × 2
     expected = cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * 2 * 2
     assert expected == 131_072
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     (got,) = con.execute(
         "select bytes_per_token from kv_per_token where model = 'Meta-Llama-3.1-8B' and dtype = 'bf16'"
     ).fetchone()
@@ -277,7 +278,7 @@ def test_kv_per_token_from_config(catalog_db, model):
     """Below every window each cached layer grows by its per-token elements; each recurrent
     layer holds its fixed state instead (0 per token)."""
     _derived_elsewhere(model)
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     layers = _layer_kv(_config(con, model))
     states = _layer_states(_config(con, model))
     got = con.execute(
@@ -325,7 +326,7 @@ def test_kv_per_request_from_config(catalog_db, model):
     a decode step reads exactly that — except under DeepSeek sparse attention, which reads only the
     selected positions' latents (_dsa_decode_reads)."""
     _derived_elsewhere(model)
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     layers = _layer_kv(_config(con, model))
     state = sum(_layer_state_bytes(_config(con, model)))  # conv in BF16 (act), scan state FP32
     got = con.execute(
@@ -353,7 +354,7 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
     matmuls with weights (derived from the config: _recurrent_flops_per_token).  The
     embedding table is a gather (no FLOPs); lm_head is a matmul even when tied."""
     _derived_elsewhere(model)
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     active, embedding = con.execute(
         "select s.active_params, r.params from model_summary s join params_by_role r using (model) "
         "where model = ? and r.role = 'embedding'",

@@ -31,10 +31,10 @@ import json
 import math
 import re
 
-import duckdb
 import pytest
 
 from archsql.api import catalog
+from archsql.store import connect
 from tests.conftest import FIXTURES, load_inventory
 
 MODELS = catalog()
@@ -303,7 +303,7 @@ def test_catalog_has_the_required_models():
 
 @pytest.mark.parametrize("model", MODELS)
 def test_total_params_equal_inventory(catalog_db, model):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     inv = _inventory_for(con, model)
     assert sum(math.prod(t["shape"]) for t in inv["checkpoint_tensors"]) == inv["num_checkpoint_elements"]
     expected = sum(math.prod(t["shape"]) for t in logical_tensors(inv)) + sum(dropped_layer_params(inv).values())
@@ -313,7 +313,7 @@ def test_total_params_equal_inventory(catalog_db, model):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_params_by_role_equal_inventory(catalog_db, model):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     inv = _inventory_for(con, model)
     expected: dict[str, int] = dropped_layer_params(inv)
     for t in logical_tensors(inv):
@@ -330,7 +330,7 @@ def test_weight_tensor_count_equals_inventory(catalog_db, model):
     """Tensors per model (weights rows × copies) equal the checkpoint's tensor count; a
     stacked expert tensor (no {expert} placeholder) is one tensor per layer for all its
     copies (see module doc)."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     inv = _inventory_for(con, model)
     (tensors,) = con.execute(
         """
@@ -370,7 +370,7 @@ def expected_tensors(inv: dict) -> dict[str, list[int]]:
 
 
 def test_llama_8b_is_8_030_261_248(catalog_db):
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     (params,) = con.execute("select params from model_summary where model = 'Meta-Llama-3.1-8B'").fetchone()
     assert params == 8_030_261_248
 
@@ -380,7 +380,7 @@ def test_active_params_of_moe_models(catalog_db):
     Mixtral-8x7B: 32 layers × 2 of 8 experts × 3 × 4096 × 14336 = 11,274,289,152 expert params
     active; the rest (attention, norms, gate, embeddings) = 46,702,792,704 − 32·8·3·4096·14336
     (45,097,156,608) = 1,605,636,096.  Sum 12,879,925,248."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     (active,) = con.execute("select active_params from model_summary where model = 'Mixtral-8x7B-v0.1'").fetchone()
     expert_all = 32 * 8 * 3 * 4096 * 14336
     assert active == (46_702_792_704 - expert_all) + expert_all * 2 // 8 == 12_879_925_248
@@ -390,7 +390,7 @@ def test_active_params_of_moe_models(catalog_db):
 def test_weight_names_are_the_checkpoint_names(catalog_db, model):
     """Expanding each weight's {layer}/{expert} placeholders over the layer schedule and the
     expert count gives exactly the checkpoint tensor names, with the same shapes."""
-    con = duckdb.connect(str(catalog_db), read_only=True)
+    con = connect(catalog_db)
     inv = _inventory_for(con, model)
     rows = con.execute(
         """

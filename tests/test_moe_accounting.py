@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
+
+from archsql.store import connect
 
 CONFIGS = Path(__file__).resolve().parents[1] / "archsql" / "specs" / "configs"
 BF16 = 2  # bytes
@@ -53,7 +54,7 @@ def test_deepseek_v3_tp8_ep8_decode_reads_the_experts_its_tokens_touch(models_db
     # TP8+EP8: attention output is all-reduced, so every GPU routes all batch × 1 tokens
     touched = local * (1 - (1 - k / experts) ** tokens)  # b1: 1.0; b64: 32·(1 − (31/32)^64) = 27.57
     expected = moe_layers * touched * per_expert  # b1: 5.109e9 (was 58·32·per_expert = 163.5e9)
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         got = _weights_read(con, "DeepSeek-V3", "8xH200-tp8-ep8", workload, "decoder/%")
         held = con.execute(
             "select sum(bytes) from int_device_weights where model = 'DeepSeek-V3'"
@@ -68,7 +69,7 @@ def test_flops_stay_per_token(models_db):
     c = _cfg("deepseek-ai__DeepSeek-V3.json")
     experts, k, d, f = c["n_routed_experts"], c["num_experts_per_tok"], c["hidden_size"], c["moe_intermediate_size"]
     moe_layers = c["num_hidden_layers"] - c["first_k_dense_replace"]
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         flops = con.execute(
             "select sum(flops) from op_sol where model = 'DeepSeek-V3' and deployment = '8xH200-tp8-ep8'"
             " and workload = 'decode_b64_c2k' and uid like 'decoder/%' and op = 'expert_linear'"
@@ -82,7 +83,7 @@ def test_qwen3_moe_single_gpu_batch1_reads_top_k_experts(models_db):
     c = _cfg("Qwen__Qwen3-30B-A3B.json")
     experts, k, d, f = c["num_experts"], c["num_experts_per_tok"], c["hidden_size"], c["moe_intermediate_size"]
     expected = c["num_hidden_layers"] * k * 3 * d * f * BF16
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         got = _weights_read(con, "Qwen3-30B-A3B", "1xH200-single", "decode_b1_c2k", "%")
     assert got == pytest.approx(expected, rel=1e-9)
     assert experts == 128
@@ -90,7 +91,7 @@ def test_qwen3_moe_single_gpu_batch1_reads_top_k_experts(models_db):
 
 def test_experts_touched_macro_is_the_one_source(models_db):
     """The corpus macro is the store macro at experts/ep local experts, balanced routing."""
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         uniform = con.execute("select experts_touched(64, 8, 256, 32, 'uniform')").fetchone()[0]
         balanced = con.execute("select experts_touched(64, 8, 256, 32, 'balanced')").fetchone()[0]
         skewed = con.execute("select experts_touched(64, 8, 256, 32, 'power_law_1.2')").fetchone()[0]

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from archsql.store import insert_deployments, keep_deployments
+from archsql.store import connect, insert_deployments, keep_deployments, refresh
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 MODELS = ("DeepSeek-V3", "gpt-oss-120b", "Meta-Llama-3.1-8B")  # one store with tests/test_native_weights.py
@@ -40,6 +40,9 @@ def con(store_of, tmp_path_factory):
             like=like,
         )
     keep_deployments(c, [d for like in DRAFTED for d in (like, f"{like}-mtp1", f"{like}-mtp2")])
+    refresh(c)  # the derived tables of the store as the tests ask about it
+    c.close()
+    c = connect(db)
     yield c
     c.close()
 

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from archsql.cli import cli
-from archsql.store import keep_deployments
+from archsql.store import connect, keep_deployments
 from tests.conftest import load_inventory
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
@@ -36,7 +36,7 @@ def db(store_of) -> Path:
 
 @pytest.fixture(scope="module")
 def con(db):
-    c = duckdb.connect(str(db), read_only=True)
+    c = connect(db)
     yield c
     c.close()
 

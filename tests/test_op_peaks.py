@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from archsql.evaluator.primitives.base import MATH_CLASSES, op_math_table, registry
+from archsql.store import connect
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 H200_BF16 = 989e12  # dense BF16 FLOP/s
@@ -31,7 +31,7 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def con(models_db):
-    return duckdb.connect(str(models_db), read_only=True)
+    return connect(models_db)
 
 
 def _op(con, uid, deployment=DEPLOYMENT, workload=WORKLOAD):

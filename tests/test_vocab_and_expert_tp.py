@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from archsql.store import insert_deployments
+from archsql.store import connect, insert_deployments
 
 CONFIGS = Path(__file__).parents[1] / "archsql" / "specs" / "configs"
 TP = 8  # 8xH200-tp8: tp 8, moe_tp 8, ep 1
@@ -32,7 +32,7 @@ def _cfg(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def con(models_db):
-    c = duckdb.connect(str(models_db), read_only=True)
+    c = connect(models_db)
     yield c
     c.close()
 

@@ -88,12 +88,14 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
 
 
 def connect_read_only(db: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the store with a corpus; the model views read the store's
+    derived tables while they are current (:func:`archsql.store.connect`)."""
+    from archsql.store import connect
+
     path = Path(db)
     if not path.is_file():
         raise StoreError(f"no archsql store at {path}; import a corpus or run `archsql build` first")
-    from archsql.store import open_file
-
-    con = open_file(path, read_only=True)
+    con = connect(path, read_only=True)  # waits for a writer as every store connection does
     if "kernel_corpus_sources" not in _tables(con):
         con.close()
         raise StoreError(f"{path} has no kernel corpus; run `archsql corpus import aiconfigurator` (or a file)")

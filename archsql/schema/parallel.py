@@ -79,6 +79,8 @@ assert len(set(_names)) == len(_names), "mesh axis names collide"
 _groups = [g for a in MESH_AXES for g in a.groups]
 assert len(set(_groups)) == len(_groups), "a layout group is sized by two mesh axes"
 assert all(len([a for a in MESH_AXES if a.fills == s]) == 1 for s in SPANS), "each span has one filled axis"
+# the axes a sweep tries degrees of; each of the others takes what its span leaves
+SWEPT_AXES = tuple(a for a in MESH_AXES if a.sweep is not None)
 
 PARALLEL_GROUPS_SCHEMA = pa.schema(
     [

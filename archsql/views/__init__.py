@@ -17,8 +17,9 @@ so every DuckDB client sees them with the views.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,7 @@ def create_macros(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None =
     DuckDB binds a macro when it is created, so an unknown function or a syntax error is
     reported here with the file, line and (where DuckDB shows it) column."""
     names = []
+    sources: dict[str, str] = {}
     for f in macro_files(views_dir):
         body = f.sql.rstrip().removesuffix(";")
         try:
@@ -139,6 +141,8 @@ def create_macros(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None =
                 issues=[Issue(f"DuckDB rejected the macro: {message}", file=str(f.path), line=line, column=column)]
             ) from None
         names.append(f.name)
+        sources[f.name] = body
+    record_sources(con, "macro", sources)
     return names
 
 
@@ -174,7 +178,27 @@ def create_views(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = 
                 ]
             ) from None
         schema[name] = _live_schema(con, name)[name]
+    record_sources(con, "view", {name: files[name].sql for name in order})
     return order
+
+
+# The store's derived tables (archsql.store) live in this schema, with ``sources``: the md5
+# of each view's and macro's SQL as created here, so the derived tables' fingerprint sees a
+# view or macro recreated with other SQL (DuckDB's own catalog text is re-rendered on load).
+DERIVED_SCHEMA = "derived"
+SOURCES_TABLE = "sources"
+
+
+def record_sources(con: duckdb.DuckDBPyConnection, kind: str, sql: dict[str, str]) -> None:
+    """Record the md5 of the SQL each view (``kind`` 'view') or macro was created from."""
+    db = '"' + con.execute("select current_database()").fetchall()[0][0].replace('"', '""') + '"'
+    table = f"{db}.{DERIVED_SCHEMA}.{SOURCES_TABLE}"
+    con.execute(f"create schema if not exists {db}.{DERIVED_SCHEMA}")
+    con.execute(f"create table if not exists {table} (kind varchar, name varchar, sql_md5 varchar)")
+    rows = [(kind, name, hashlib.md5(text.encode()).hexdigest()) for name, text in sql.items()]
+    con.execute(f"delete from {table} where kind = ? and name in (select unnest(?::varchar[]))", [kind, list(sql)])
+    if rows:
+        con.executemany(f"insert into {table} values (?, ?, ?)", rows)
 
 
 def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
@@ -213,20 +237,28 @@ def check_invariants(
 
 
 @contextlib.contextmanager
-def computed_once(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> Iterator[list[str]]:
-    """While open, every view of ``views_dir`` on ``con`` reads as the rows it gives, computed
+def computed_once(
+    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None, *, views: Iterable[str] | None = None
+) -> Iterator[list[str]]:
+    """While open, every view of ``views_dir`` on ``con`` (or only ``views`` and the views
+    they read) reads as the rows it gives, computed
     once: in dependency order each view is copied into a temporary table of the same name,
     which shadows the view for the views after it and for every query on this connection
     (DuckDB looks in the temp schema first), so reading many views does not evaluate their
-    shared chains again.  Yields the view names in that order; the tables are dropped on exit.
-    Only for reading: a parameter-table change while open is not seen by the shadowed views.
+    shared chains again.  A view the connection already shadows (the store's derived tables,
+    :func:`archsql.store.connect`) is read as it is.  Yields the view names in that order;
+    the tables it made are dropped on exit.  Only for reading: a parameter-table change
+    while open is not seen by the shadowed views.
     """
     shadows: list[str] = []
+    order = [f.name for f in ordered_views(con, views_dir, views)]
     try:
-        for name in _order_in(con, views_dir):
-            con.execute(f'create temp table "{name}" as select * from main."{name}"')
-            shadows.append(name)
-        yield list(shadows)
+        already = _temp_relations(con)  # shadowed already (the store's derived rows): computed
+        for name in order:
+            if name not in already:
+                con.execute(f'create temp table "{name}" as select * from main."{name}"')
+                shadows.append(name)
+        yield order
     finally:
         for name in reversed(shadows):
             con.execute(f'drop table if exists temp.main."{name}"')
@@ -234,10 +266,43 @@ def computed_once(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None =
 
 def _order_in(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None) -> list[str]:
     """The views of ``views_dir`` that exist on ``con``, in dependency order."""
+    return [f.name for f in ordered_views(con, views_dir)]
+
+
+def ordered_views(
+    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None, needed: Iterable[str] | None = None
+) -> list[ViewFile]:
+    """The view files of ``views_dir`` whose view exists on ``con`` (with ``needed``: only
+    those views and every view they read), in dependency order (a view after every view it
+    reads)."""
+    files, deps = view_graph(con, views_dir)
+    if needed is not None:
+        wanted: set[str] = set()
+        stack = [n.lower() for n in needed if n.lower() in files]
+        while stack:
+            name = stack.pop()
+            if name not in wanted:
+                wanted.add(name)
+                stack.extend(deps[name])
+        deps = {n: d for n, d in deps.items() if n in wanted}
+    return [files[name] for name in _topological(files, deps)]
+
+
+def view_graph(
+    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None
+) -> tuple[dict[str, ViewFile], dict[str, set[str]]]:
+    """The view files of ``views_dir`` whose view exists on ``con``, by name, and the views
+    each of them reads."""
     relations = _relations(con)
     files = {f.name: f for f in view_files(views_dir) if relations.get(f.name) == "VIEW"}
-    trees = {name: _parse(f) for name, f in files.items()}
-    return _order(files, trees, set(relations))
+    known = set(relations) | set(files)
+    return files, {name: _dependencies(f, _parse(f), known, files) for name, f in files.items()}
+
+
+def _temp_relations(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Names of the connection's temporary tables and views (which shadow the store's)."""
+    rows = con.execute("select table_name from information_schema.tables where table_catalog = 'temp'").fetchall()
+    return {r[0].lower() for r in rows}
 
 
 def _order(files: dict[str, ViewFile], trees: dict[str, exp.Expression], relations: set[str]) -> list[str]:
