@@ -5,9 +5,14 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
+
+# CLI output is read as text by the tests: a wide terminal, so that a message is one line
+# (tests/test_cli_output.py sets 80 and 160 columns itself to test the narrow layouts)
+os.environ.setdefault("COLUMNS", "200")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

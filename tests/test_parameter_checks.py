@@ -168,7 +168,10 @@ def test_invalid_rows_are_flagged_and_every_other_answer_is_unchanged(small_db):
     assert {d for (d,) in con.execute("select deployment from deployment_checks").fetchall()} == set(names)
 
     after = con.execute(ANSWER, [MODEL]).fetchall()
-    assert after == before  # the same rows, the same figures, no error
+    # the same rows, the same figures (to the last bits of a float sum: `before` may come from
+    # the derived tables, `after` from the live views), no error
+    assert [r[:2] for r in after] == [r[:2] for r in before]
+    assert [r[2:] for r in after] == [pytest.approx(r[2:], rel=1e-12) for r in before]
     for view, column in (("flops", "workload"), ("step_sol", "deployment"), ("device_memory", "workload")):
         answered = {v for (v,) in con.execute(f"select distinct {column} from {view}").fetchall()}
         assert not answered & bad, view
