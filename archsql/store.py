@@ -141,10 +141,14 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
         con.close()  # after commit or rollback
 
 
-def write_checkpoint(db_path: str | Path, table: pa.Table, *, model: str, profile: str = "native") -> str:
+def write_checkpoint(
+    db_path: str | Path, table: pa.Table, *, model: str, profile: str = "native", refresh_derived: bool = True
+) -> str:
     """Load one checkpoint's ``checkpoint_tensors`` (``archsql.ingest.read_checkpoint``) into the
     store and map it to the model (and storage profile) it is reconciled against; rows of the
-    same checkpoint id are replaced.  Returns the checkpoint id."""
+    same checkpoint id are replaced.  Returns the checkpoint id.  ``refresh_derived=False``
+    leaves the derived tables stale (reads go live, never stale) for a batch of writes that
+    :func:`refresh_store` follows once."""
     table = _conform("checkpoint_tensors", CHECKPOINT_TABLES["checkpoint_tensors"], table)
     ids = table.column("checkpoint").unique().to_pylist()
     if len(ids) != 1:
@@ -177,7 +181,8 @@ def write_checkpoint(db_path: str | Path, table: pa.Table, *, model: str, profil
             [{"checkpoint": checkpoint, "model": model, "profile": profile}], schema=CHECKPOINT_TABLES["checkpoints"]
         )
         _insert_arrow(con, "checkpoints", mapping, create=False)
-        refresh(con)
+        if refresh_derived:
+            refresh(con)
         con.commit()
     except BaseException:
         con.rollback()

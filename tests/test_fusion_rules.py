@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from archsql.errors import SpecError
 from archsql.schema.fusion import parse_rule_file
 from archsql.specs import FUSION_DIR
+from archsql.store import connect
 
 RULE = """
 framework: vllm
@@ -80,7 +80,7 @@ def test_llama_matches_what_vllm_fuses(models_db):
     MergedColumnParallelLinear followed by SiluAndMul; every RMSNorm after a residual add
     runs fused_add_rms_norm — post_attention_layernorm after the attention residual,
     the next layer's input_layernorm and the final norm after the FFN residual."""
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         rows = con.execute(
             "select rule, members from fusion_matches where model = 'Meta-Llama-3.1-8B'"
             " and framework = 'vllm' and version = '0.11' and phase = 'decode' order by all"
@@ -126,7 +126,7 @@ def test_llama_prefill_saves_what_each_fused_kernel_does_not_move(models_db):
         "silu_and_mul": 2 * act * layers,
         "fused_add_rms_norm": hidden * (layers + (layers - 1) + 1),
     }
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         got = _saved_by_rule(con, "Meta-Llama-3.1-8B", "1xH200-single", "prefill_2k")
         unfused, fused = con.execute(
             "select unfused_time_s, time_s from step_kernel_sol where model = 'Meta-Llama-3.1-8B'"
@@ -141,7 +141,7 @@ def test_fused_silu_mul_bytes_are_unfused_minus_the_intermediate_twice(models_db
     """The SiLU output [T, f / tp] is written by silu and read by mul when unfused: on
     8×H200 TP8 at decode batch 64 (T = 64), f / 8 = 1792 values per token, so the fused
     kernel moves 2 · 64 · 1792 · 2 B = 458,752 B less per layer (× 32)."""
-    with duckdb.connect(str(models_db), read_only=True) as con:
+    with connect(models_db) as con:
         unfused, fused = con.execute(
             "select sum(o.bytes), sum(k.bytes) from op_sol as o inner join kernel_sol as k"
             " on k.model = o.model and k.deployment = o.deployment and k.workload = o.workload and k.uid = o.uid"

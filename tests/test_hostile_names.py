@@ -35,7 +35,8 @@ HOSTILE = f"{TITLE}{CLEAR}evil\u202e"  # and a right-to-left override
 
 
 def _cli(*args: str):
-    return CliRunner().invoke(cli, list(args))
+    # a wide terminal: an escaped name stays on one line of its table cell
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "250"})
 
 
 def _no_controls(text: str) -> None:

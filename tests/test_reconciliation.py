@@ -36,7 +36,7 @@ from archsql.errors import StoreError
 from archsql.ingest.checkpoint import to_table
 from archsql.ingest.safetensors_headers import FileTensors
 from archsql.publish_check import validate
-from archsql.store import write_checkpoint
+from archsql.store import refresh_store, write_checkpoint
 from tests.conftest import FIXTURES, load_inventory
 from tests.test_ingest_headers import write_header
 from tests.test_inventory_params import (
@@ -207,8 +207,10 @@ def reconciled_db(catalog_db, tmp_path_factory) -> Path:
     """The catalog store with the synthetic checkpoint of every model with an inventory."""
     db = tmp_path_factory.mktemp("reconcile") / "catalog.duckdb"
     shutil.copy(catalog_db, db)
-    for model in inventory_models():
-        write_checkpoint(db, header_table(synthetic_tensors(inventory(model)), f"synthetic:{model}"), model=model)
+    for model in inventory_models():  # the derived tables computed once, after the last checkpoint
+        tensors = header_table(synthetic_tensors(inventory(model)), f"synthetic:{model}")
+        write_checkpoint(db, tensors, model=model, refresh_derived=False)
+    refresh_store(db)
     return db
 
 
