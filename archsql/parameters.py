@@ -21,7 +21,8 @@ The listings are queries of the parameter tables; the same functions are exporte
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,36 @@ def _refuse(message: str, issues: list[Issue]) -> None:
         raise ParameterError(message, issues)
 
 
-def _write(db: Path):
-    return connect(db, read_only=False)
+def _listed(db: Path, sql: str, key: str, names: Sequence[str] | None) -> pa.Table:
+    """The rows of ``sql`` (a ``{where}`` slot before its ``order by``): all of them, or those
+    whose ``key`` is one of ``names``."""
+    con = connect(db, read_only=True)
+    try:
+        if names is None:
+            return con.sql(sql.format(where="")).to_arrow_table()
+        where = f"where {key} in (select unnest(?::varchar[]))"
+        return con.sql(sql.format(where=where), params=[list(names)]).to_arrow_table()
+    finally:
+        con.close()
+
+
+@contextmanager
+def _writing(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One transaction on the store: committed, then the derived tables refreshed so they
+    follow the parameter tables (docs/store.md), when the block ends; rolled back when it
+    raises."""
+    con = connect(db, read_only=False)
+    con.begin()
+    try:
+        yield con
+    except BaseException:
+        con.rollback()
+        raise
+    else:
+        con.commit()
+        refresh(con)
+    finally:
+        con.close()
 
 
 # ---------------------------------------------------------------------------- deployments
@@ -116,9 +145,7 @@ def add_deployment(
     _check_int(fields.get("speculative_tokens"), "deployments.speculative_tokens", issues, minimum=0)
     _refuse(f"deployment '{deployment}' not added", issues)
 
-    con = _write(db)
-    con.begin()
-    try:
+    with _writing(db) as con:
         existing = _names(con, "deployments", "deployment")
         if like is not None and like not in existing:
             message, hint = unknown_name("deployment", like, existing)
@@ -162,13 +189,6 @@ def add_deployment(
         ).fetchall()
         issues = [Issue(problem, path=f"deployments ({rule})", hint=fix) for rule, problem, fix in problems]
         _refuse(f"deployment '{deployment}' not added: it breaks the layout rules (deployment_checks)", issues)
-        con.commit()
-        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
-    except BaseException:
-        con.rollback()
-        raise
-    finally:
-        con.close()
     return list_deployments(db, [deployment])
 
 
@@ -202,14 +222,7 @@ order by d.deployment
 
 def list_deployments(db: Path, names: Sequence[str] | None = None) -> pa.Table:
     """The deployments (one row each; ``mesh`` the degrees above 1, e.g. tp4·dp2·ep8)."""
-    con = connect(db, read_only=True)
-    try:
-        if names is None:
-            return con.sql(_DEPLOYMENTS_SQL.format(where="")).to_arrow_table()
-        where = "where d.deployment in (select unnest(?::varchar[]))"
-        return con.sql(_DEPLOYMENTS_SQL.format(where=where), params=[list(names)]).to_arrow_table()
-    finally:
-        con.close()
+    return _listed(db, _DEPLOYMENTS_SQL, "d.deployment", names)
 
 
 def remove_deployment_rows(db: Path, names: Sequence[str]) -> list[str]:
@@ -219,9 +232,7 @@ def remove_deployment_rows(db: Path, names: Sequence[str]) -> list[str]:
 
 
 def _remove(db: Path, kind: str, table: str, names: Sequence[str], remove) -> list[str]:
-    con = _write(db)
-    con.begin()
-    try:
+    with _writing(db) as con:
         existing = _names(con, table, kind)
         issues = []
         for name in names:
@@ -230,13 +241,6 @@ def _remove(db: Path, kind: str, table: str, names: Sequence[str], remove) -> li
                 issues.append(Issue(message, path=f"{table}.{kind}", hint=hint))
         _refuse(f"nothing removed from {table}", issues)
         remove(con, names)
-        con.commit()
-        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
-    except BaseException:
-        con.rollback()
-        raise
-    finally:
-        con.close()
     return list(dict.fromkeys(names))
 
 
@@ -278,9 +282,7 @@ def add_workload(
             )
         )
     _refuse(f"workload '{workload}' not added", issues)
-    con = _write(db)
-    con.begin()
-    try:
+    with _writing(db) as con:
         existing = _names(con, "workloads", "workload")
         if workload in existing and not replace:
             _refuse(
@@ -305,13 +307,6 @@ def add_workload(
         beyond = con.execute(
             "select model, value from base_dims where dim = 'max_context' and value < ? order by model", [context]
         ).fetchall()
-        con.commit()
-        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
-    except BaseException:
-        con.rollback()
-        raise
-    finally:
-        con.close()
     warnings = []
     if beyond:
         shown = ", ".join(f"{m} ({int(v)})" for m, v in beyond[:8]) + (", …" if len(beyond) > 8 else "")
@@ -329,14 +324,7 @@ def list_workloads(db: Path, names: Sequence[str] | None = None) -> pa.Table:
         from workloads as w left join workload_images as i on i.workload = w.workload
         {where} order by w.phase desc, w.batch, w.context, w.workload
     """
-    con = connect(db, read_only=True)
-    try:
-        if names is None:
-            return con.sql(sql.format(where="")).to_arrow_table()
-        where = "where w.workload in (select unnest(?::varchar[]))"
-        return con.sql(sql.format(where=where), params=[list(names)]).to_arrow_table()
-    finally:
-        con.close()
+    return _listed(db, sql, "w.workload", names)
 
 
 def remove_workload_rows(db: Path, names: Sequence[str]) -> list[str]:
@@ -363,9 +351,7 @@ def add_gpu(
         if key not in GPU_SCHEMA.names or key == "gpu":
             issues.append(Issue(f"unknown GPU column '{key}'", path="gpus", hint=did_you_mean(key, GPU_SCHEMA.names)))
     _refuse(f"GPU '{gpu}' not added", issues)
-    con = _write(db)
-    con.begin()
-    try:
+    with _writing(db) as con:
         existing = _names(con, "gpus", "gpu")
         base: dict[str, object] = {}
         if like is not None:
@@ -393,23 +379,9 @@ def add_gpu(
         if gpu in existing:
             con.execute("delete from gpus where gpu = ?", [gpu])
         insert_rows(con, "gpus", [row])
-        con.commit()
-        refresh(con)  # the derived tables follow the parameter tables (docs/store.md)
-    except BaseException:
-        con.rollback()
-        raise
-    finally:
-        con.close()
     return list_gpus(db, [gpu])
 
 
 def list_gpus(db: Path, names: Sequence[str] | None = None) -> pa.Table:
     """The GPU rows (every column of gpus.csv)."""
-    con = connect(db, read_only=True)
-    try:
-        if names is None:
-            return con.sql("select * from gpus order by gpu").to_arrow_table()
-        where = "select * from gpus where gpu in (select unnest(?::varchar[])) order by gpu"
-        return con.sql(where, params=[list(names)]).to_arrow_table()
-    finally:
-        con.close()
+    return _listed(db, "select * from gpus {where} order by gpu", "gpu", names)
