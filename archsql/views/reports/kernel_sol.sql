@@ -134,14 +134,6 @@ versions as (
     from rules
 ),
 
-bandwidths as (
-    select
-        gpu,
-        hbm_bytes_per_s
-    from int_gpu_specs
-    where dtype = 'bf16'
-),
-
 fused as (
     select
         o.model,
@@ -159,12 +151,12 @@ fused as (
         coalesce(s.fused_by, []) as fused_by,
         o.comm_bytes,
         o.compute_s,
-        (o.bytes - coalesce(s.saved_bytes, 0)) / b.hbm_bytes_per_s as memory_s,
+        -- op_sol's memory time scaled to the bytes the fused kernel moves (one bandwidth source)
+        case when o.bytes > 0 then o.memory_s * (o.bytes - coalesce(s.saved_bytes, 0)) / o.bytes else o.memory_s end
+            as memory_s,
         o.comm_s
     from ops as o
     cross join versions as v
-    inner join base_deployments as d on d.deployment = o.deployment
-    inner join bandwidths as b on b.gpu = d.gpu
     left join saved as s
         on s.model = o.model and s.deployment = o.deployment and s.workload = o.workload
         and s.framework = v.framework and s.version = v.version and s.uid = o.uid
