@@ -46,15 +46,13 @@ groups as (
 -- consumer feeds (dispatch) or is fed by (combine)
 expert_nodes as (
     select
-        l.model,
-        l.phase,
-        l.uid,
-        max(l.parts) as experts,
-        max(l.parts * i.active_count / i.count) as top_k
-    from base_layouts as l
-    inner join base_instances as i on i.model = l.model and i.uid = l.uid
-    where l.tensor = 'copies' and l.placement = 'S'
-    group by l.model, l.phase, l.uid
+        model,
+        phase,
+        uid,
+        max(experts) as experts,
+        max(top_k) as top_k
+    from int_routed_experts
+    group by model, phase, uid
 ),
 
 expert_edges as (

@@ -39,18 +39,16 @@ ops as (
 -- splitting the tokens it routes (the node's input, axes B and s)
 routed as (
     select
-        l.model,
-        l.phase,
-        l.uid,
+        r.model,
+        r.phase,
+        r.uid,
         g.deployment,
-        any_value(l.parts) as experts,
-        any_value(l.parts * i.active_count / i.count) as top_k,
-        product(shard_local(l.parts, l.parts, null, g.degree)) as local_experts
-    from base_layouts as l
-    inner join base_instances as i on i.model = l.model and i.uid = l.uid
-    inner join int_deployment_groups as g on g."group" = l."group"
-    where l.tensor = 'copies' and l.placement = 'S'
-    group by l.model, l.phase, l.uid, g.deployment
+        any_value(r.experts) as experts,
+        any_value(r.top_k) as top_k,
+        product(shard_local(r.experts, r.experts, null, g.degree)) as local_experts
+    from int_routed_experts as r
+    inner join int_deployment_groups as g on g."group" = r."group"
+    group by r.model, r.phase, r.uid, g.deployment
 ),
 
 token_divisors as (
