@@ -54,6 +54,8 @@ class BuildReport:
     models: tuple[str, ...]
     seconds: float
     evaluate_seconds: dict[str, float]
+    notes: tuple[str, ...] = ()  # tables of an older layout brought up to date (store_layout)
+    repaired: tuple[str, ...] = ()  # models evaluated again to repair the store, not asked for
 
 
 def evaluate_all(
@@ -105,14 +107,17 @@ def build(
 ) -> BuildReport:
     """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``; a spec
     file named like a catalog model replaces it only with ``replace_catalog``."""
-    from archsql.store import build_lock, write_store
+    from archsql.store import build_lock, repair_plan, write_store
 
     t0 = time.perf_counter()
     db = Path(db) if db else default_db()
     with build_lock(db):  # a second build of this store is refused before it evaluates anything
-        tables, timings = evaluate_all(models, progress, replace_catalog=replace_catalog)
-        write_store(db, tables)
-    return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings)
+        names = list(models) if models else catalog()
+        repair = repair_plan(db, names, catalog())  # a damaged or older store: its other models too
+        tables, timings = evaluate_all([*names, *repair], progress, replace_catalog=replace_catalog)
+        notes = write_store(db, tables)
+    repaired = tuple(timings)[len(dict.fromkeys(str(n) for n in names)) :]  # evaluated in order: asked, then repair
+    return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings, tuple(notes), repaired)
 
 
 def refresh(db: str | Path | None = None) -> list[str]:

@@ -167,6 +167,14 @@ def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, ou
     others = summary.num_rows - shown.num_rows
     note = f" (the store also holds {plural(others, 'other model')})" if others else ""
     click.echo(f"built {plural(len(report.models), 'model')} in {report.seconds:.2f} s{note}", err=fmt != "table")
+    if report.repaired:
+        click.echo(
+            f"repaired the store: evaluated again {plural(len(report.repaired), 'model')} it holds "
+            f"({printable(', '.join(report.repaired))})",
+            err=True,
+        )
+    for line in report.notes:
+        click.echo(f"migrated {printable(line)}", err=True)
 
 
 @cli.command()

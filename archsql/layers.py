@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # spec → Analysis tables (passes; primitives own their rules)
     ("evaluator",),
     # DuckDB file, parameter tables, SQL views
-    ("views", "store"),
+    ("views", "store", "store_layout"),
     # answers built on the store
     ("output", "api", "parameters", "sweep", "queries", "publish_check", "design", "kernel_corpus"),
     # commands

@@ -51,6 +51,16 @@ from archsql.schema.tables import (
     TABLES,
 )
 from archsql.specs import FUSION_DIR
+from archsql.store_layout import (
+    KEPT,
+    contract_digest,
+    drift,
+    layout_error,
+    migrate_kept,
+    models_to_repair,
+    recorded_version,
+    stored_models,
+)
 from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views, view_graph
 
 _DEFAULTS = {
@@ -86,15 +96,24 @@ def _quant():
 
 
 _BUILD_HINT = "run `archsql build` to create the store"
+_REPAIR_HINT = (
+    "run `archsql build` to repair it (every model it holds is evaluated again; parameter tables and "
+    "checkpoints are kept)"
+)
 
 
-def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True) -> None:
+def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True) -> list[str]:
     """Write evaluated tables (all models concatenated) into the DuckDB file at ``db_path``.
 
     Rows of the models present in ``tables`` replace that model's rows already in the
     store; other models are kept.  With ``replace_models=False`` a model that is already in
     the store is an error instead.  Parameter tables given in ``tables`` replace the stored
     ones; absent ones are created with defaults once and then left to the user.
+
+    A store written by another archsql is brought to this one's layout first
+    (:mod:`archsql.store_layout`): rebuilt tables are written again, the user's tables are
+    saved as CSV and their rows copied into the new layout.  Returns a note per table so
+    migrated, for the user.
     """
     unknown = sorted(set(tables) - set(TABLES) - set(PARAMETER_TABLES))
     if unknown:
@@ -113,7 +132,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     con.begin()
     try:
         existing = _table_names(con)
-        _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES, **REFERENCE_TABLES, **CHECKPOINT_TABLES}, path)
+        notes = _bring_layouts_up_to_date(con, existing, models, path)
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
         for name, table in evaluated.items():
@@ -139,6 +158,20 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
         raise
     finally:
         con.close()  # after commit or rollback
+    return notes
+
+
+def repair_plan(db_path: str | Path, building: Iterable[str], catalog: Iterable[str]) -> list[str]:
+    """The models (catalog names or spec paths) a build of ``building`` into ``db_path`` must
+    also evaluate to repair the store (:func:`archsql.store_layout.models_to_repair`)."""
+    path = Path(db_path)
+    if not path.is_file():
+        return []
+    con = _open(path, read_only=True)
+    try:
+        return models_to_repair(con, path, building, catalog)
+    finally:
+        con.close()
 
 
 def write_checkpoint(
@@ -301,13 +334,22 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
             if len(missing) == len(expected)
             else f"is incomplete (missing tables: {', '.join(missing)})"
         )
-        raise StoreError(f"{path} {what}; {_BUILD_HINT}")
-    if derived and read_only:  # a writable connection could change what a shadow holds
-        try:
-            _use_derived(con, path)
-        except BaseException:
-            con.close()
-            raise
+        hint = _BUILD_HINT if len(missing) == len(expected) else _REPAIR_HINT
+        raise StoreError(f"{path} {what}; {hint}")
+    try:
+        state = freshness(con) if derived and read_only else None  # a writable one could change a shadow
+        if state is not None and state.fresh:
+            shadow(con, state.materialized)  # fresh rows were computed from this layout
+            return con
+        drifted = [d for d in drift(con) if not d.missing]
+        if drifted:
+            raise layout_error(path, drifted, recorded_version(con))
+        if state is not None:
+            for notice in _STALE_NOTICES:
+                notice(path, state)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -373,7 +415,7 @@ def fingerprint(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: It
         {
             "views": sorted(views),
             "macros": sorted(macros),
-            "versions": f"|archsql {__version__}|duckdb {duckdb.__version__}|{_DERIVED_FORMAT}",
+            "versions": f"|archsql {__version__}|duckdb {duckdb.__version__}|{_DERIVED_FORMAT}|{contract_digest()}",
         },
     ).fetchall()
     return digest
@@ -515,15 +557,6 @@ def scope(
                 break
 
 
-def _use_derived(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    state = freshness(con)
-    if state.fresh:
-        shadow(con, state.materialized)
-        return
-    for notice in _STALE_NOTICES:
-        notice(path, state)
-
-
 def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, list[str], list[str], list[str]] | None:
     found = con.execute(
         "select 1 from duckdb_tables() where database_name = current_database() and schema_name = ? and table_name = ?",
@@ -658,16 +691,36 @@ def _conform(name: str, schema: pa.Schema, table: pa.Table | None) -> pa.Table:
         raise StoreError(f"table '{name}' cannot be cast to its contract schema: {exc}") from None
 
 
-def _check_layouts(con, existing: set[str], schemas: Mapping[str, pa.Schema], path: Path) -> None:
-    for name, schema in schemas.items():
-        if name not in existing:
-            continue
-        cols = [r[0] for r in con.execute(f'describe "{name}"').fetchall()]
-        if cols != schema.names:
+def _bring_layouts_up_to_date(con, existing: set[str], models: list[str], path: Path) -> list[str]:
+    """Drop the rebuilt tables of another layout (written again by the caller) and migrate the
+    kept ones (:mod:`archsql.store_layout`); refuse when the rewrite would leave a stored model
+    without evaluated rows.  Returns the migration notes."""
+    if not existing & set(TABLES):
+        return []  # a new store
+    notes = []
+    drifted = drift(con)
+    rebuilt_evaluated = [d for d in drifted if d.table in TABLES]
+    if rebuilt_evaluated:
+        left = sorted(set(stored_models(con)) - set(models))
+        if left:
             raise StoreError(
-                f"{path}: table '{name}' has columns {cols}, this archsql expects "
-                f"{schema.names}; delete the file and run `archsql build`"
+                f"{path}: {rebuilt_evaluated[0].describe()}; writing it again would leave {len(left)} "
+                f"stored model(s) without rows: {', '.join(left[:8])}{' …' if len(left) > 8 else ''}",
+                [Issue("build them too (`archsql build` evaluates every model the store holds when it repairs)")],
             )
+    for d in drifted:
+        if d.missing:
+            continue
+        if d.table in KEPT:
+            notes.append(migrate_kept(con, d, path, _create_keyed))
+        else:
+            con.execute(f'drop table main."{d.table}"')
+            existing.discard(d.table)  # written again by the caller
+    return notes
+
+
+def _create_keyed(con, name: str, table: pa.Table, key: tuple[str, ...]) -> None:
+    _insert_arrow(con, name, table, create=True, key=key)
 
 
 def _refuse_present_models(con, models: list[str]) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 # CLI output is read as text by the tests: a wide terminal, so that a message is one line
 # (tests/test_cli_output.py sets 80 and 160 columns itself to test the narrow layouts)
@@ -20,18 +23,28 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture(scope="session")
 def store_of(tmp_path_factory):
     """``store_of(*models)``: the path of a store of those models (the whole catalog when none
-    are named) with the default parameter tables, built once per session per set of models.
-    Read it, or copy it before writing."""
+    are named) with the default parameter tables, built once per test run per set of models and
+    shared by the xdist workers (the first to ask builds it under a file lock; the others wait
+    and read the same file).  Read it, or copy it before writing."""
     from archsql.api import build
 
-    stores: dict[tuple[str, ...], Path] = {}
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    root = root / "shared-stores"
+    root.mkdir(exist_ok=True)
 
     def store(*models: str) -> Path:
-        if models not in stores:
-            db = tmp_path_factory.mktemp("store") / "store.duckdb"
-            build(list(models) or None, db=db)
-            stores[models] = db
-        return stores[models]
+        key = hashlib.sha256("\n".join(models).encode()).hexdigest()[:16] if models else "catalog"
+        db = root / key / "store.duckdb"
+        built = db.with_name("built")  # written last: a store left half-built by a crash is rebuilt
+        with FileLock(root / f"{key}.lock"):
+            if not built.exists():
+                shutil.rmtree(db.parent, ignore_errors=True)
+                db.parent.mkdir()
+                build(list(models) or None, db=db)
+                built.write_text("\n".join(models) or "catalog")
+        return db
 
     return store
 
