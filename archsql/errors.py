@@ -145,11 +145,21 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
     return f"did you mean '{matches[0]}'?" if matches else None
 
 
+def plural_of(noun: str) -> str:
+    """The English plural of a noun as messages use them ("query" → "queries", "class" →
+    "classes", "model" → "models")."""
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u", ""):
+        return noun[:-1] + "ies"
+    if noun.endswith(("s", "x", "ch", "sh")):
+        return noun + "es"
+    return noun + "s"
+
+
 def unknown_name(kind: str, name: str, choices: Iterable[str]) -> tuple[str, str]:
     """Message and hint for an unknown registry entry."""
     choices = sorted(set(map(str, choices)))
     hint = did_you_mean(name, choices)
     if hint is None:
         shown = ", ".join(choices[:12]) + (", …" if len(choices) > 12 else "")
-        hint = f"known {kind}s: {shown}"
+        hint = f"known {plural_of(kind)}: {shown}"
     return f"unknown {kind} '{name}'", hint

@@ -41,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from archsql.errors import EXIT_INTERNAL_ERROR, EXIT_USER_ERROR, ArchsqlError
+from archsql.errors import EXIT_INTERNAL_ERROR, EXIT_USER_ERROR, ArchsqlError, plural_of
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -151,7 +151,7 @@ def delta(value: float | int | None, fmt: Callable[[Any], str] = human) -> str:
 
 
 def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    return f"{n} {noun if n == 1 else plural_of(noun)}"
 
 
 # ---------------------------------------------------------------------------- units by column name

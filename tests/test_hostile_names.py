@@ -82,6 +82,7 @@ def test_sql_values_and_errors_are_escaped(store_of) -> None:
     error = _cli("--db", str(db), "query", HOSTILE)
     assert error.exit_code == EXIT_USER_ERROR
     _no_controls(error.output)
+    assert "known saved queries: " in " ".join(error.output.split())  # (was "querys")
 
 
 def test_build_of_a_model_with_a_hostile_name(tmp_path: Path) -> None:
