@@ -139,6 +139,9 @@ BAD_DEPLOYMENTS = [
     ({"tp": 0}, "degrees", "tp degree 0 is outside 1 .. 1048576"),
     ({"gpus": 0, "dp": 0}, "degrees", "gpus 0 is outside 1 .. 1048576"),
     ({"speculative_tokens": -2}, "speculative tokens", "speculative_tokens -2 is below 0"),
+    # no fraction of its own and no framework whose default applies: before, device_memory
+    # answered with usable_bytes null and `fits` null, unflagged
+    ({"usable_memory_fraction": None}, "memory fraction", "no usable_memory_fraction and no framework to take it from"),
 ]
 
 

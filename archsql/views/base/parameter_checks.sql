@@ -216,6 +216,22 @@ deployment_problems as (
     from deployment_frameworks as f
     where f.framework is null or f.framework not in (select framework from valid_frameworks)
     union all
+    -- the memory fraction comes from the deployment, else its framework's default (SGLang's is
+    -- derived by its own rule: int_deployment_memory); with neither, no device memory answer
+    select
+        d.deployment,
+        'memory fraction' as rule,
+        case
+            when f.framework is null then 'no usable_memory_fraction and no framework to take it from'
+            else format('no usable_memory_fraction, and framework ''{}'' has no default_fraction', f.framework)
+        end as problem,
+        'give usable_memory_fraction (e.g. 0.9) or a framework (archsql deployment add … --framework vllm)' as fix
+    from deployment_rows as d
+    left join deployment_frameworks as f on f.deployment = d.deployment
+    left join frameworks as fw on fw.framework = f.framework
+    where d.usable_memory_fraction is null
+        and (f.framework is null or (fw.framework is not null and fw.default_fraction is null and fw.framework <> 'sglang'))
+    union all
     select
         f.deployment,
         'framework deployment' as rule,
