@@ -73,6 +73,19 @@ def test_sweep_of_a_model_not_in_the_store_says_how_to_fix_it(sweep_db, tmp_path
         sweep("DeepSeek-V3", db, [], workloads)
 
 
+def test_a_grid_beyond_the_bound_is_refused_before_it_is_evaluated(tmp_path):
+    """4 tp degrees × 250 batches × 101 contexts = 4 × 25,250 = 101,000 points > MAX_POINTS
+    (100,000): refused with the count and how to narrow it, before any store is opened (the path
+    does not exist).  A 3,920-point sweep once took 20 GB of memory."""
+    deployments, workloads = grid(
+        ["H200 SXM"], [8], list(range(1, 251)), [1024 * c for c in range(1, 102)], degrees={"tp": [1, 2, 4, 8]}
+    )
+    assert (len(deployments), len(workloads)) == (4, 25_250)
+    with pytest.raises(QueryError, match=r"101,000 points .* at most 100,000") as err:
+        sweep("Meta-Llama-3.1-8B", tmp_path / "absent.duckdb", deployments, workloads)
+    assert "narrow --batch" in err.value.issues[0].message
+
+
 def test_deployment_checks_report_broken_layouts(sweep_db, tmp_path):
     db = tmp_path / "store.duckdb"
     shutil.copy(sweep_db, db)
