@@ -38,6 +38,7 @@ from archsql.errors import (
 )
 from archsql.evaluator import evaluate
 from archsql.ingest.checkpoint import read_checkpoint
+from archsql.ingest.gguf_headers import SkippedArray, read_gguf_header
 from archsql.ingest.hf_config import read_config
 from archsql.schema.expr import MAX_INT_BITS, ExprSyntaxError, eval_binding, parse_dim_expr
 from archsql.schema.spec import parse_model
@@ -218,6 +219,36 @@ def test_nested_gguf_arrays_are_a_located_error(tmp_path):
     assert "deep.gguf: arrays nested more than 8 levels deep" in str(err.value)
     assert "reading metadata value 'nested'" in str(err.value)
     assert read_checkpoint(_gguf_nested(tmp_path / "ok.gguf", 3)).num_rows == 0  # shallow nesting reads
+
+
+def test_huge_honest_gguf_arrays_are_stepped_over(tmp_path):
+    """Class 4: a valid file whose metadata holds arrays longer than MAX_KEPT_ARRAY (2^20): 3M
+    u8 (3 MB) and 1.1M one-byte strings (9 bytes each: u64 length + byte) were built into Python
+    lists (tens of bytes per element); now each is stepped over and kept as its type and length,
+    while a short array is still read whole."""
+
+    def kv(key: bytes, vtype: int, payload: bytes) -> bytes:
+        return struct.pack("<Q", len(key)) + key + struct.pack("<I", vtype) + payload
+
+    u8s, strings = 3_000_000, 1_100_000
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 3)
+    header += kv(b"big.u8", 9, struct.pack("<IQ", 0, u8s) + b"\1" * u8s)
+    header += kv(b"tokens", 9, struct.pack("<IQ", 8, strings) + (struct.pack("<Q", 1) + b"a") * strings)
+    header += kv(b"small", 9, struct.pack("<IQ", 4, 3) + struct.pack("<3I", 1, 2, 3))
+    path = tmp_path / "big.gguf"
+    path.write_bytes(header + b"\0" * (-len(header) % 32))
+    metadata = read_gguf_header(path).metadata
+    assert metadata == {
+        "big.u8": SkippedArray(element_type=0, count=u8s),
+        "tokens": SkippedArray(element_type=8, count=strings),
+        "small": [1, 2, 3],
+    }
+    assert read_checkpoint(path).num_rows == 0  # no tensors, no error
+    # a length beyond the file is still a located truncation, not a skip past the end
+    lying = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + kv(b"big.u8", 9, struct.pack("<IQ", 0, 2**40))
+    (tmp_path / "lying.gguf").write_bytes(lying + b"\0" * (-len(lying) % 32))
+    with pytest.raises(CheckpointError, match=r"metadata value 'big\.u8'"):
+        read_checkpoint(tmp_path / "lying.gguf")
 
 
 def test_zero_element_tensor_with_a_huge_dim(tmp_path):

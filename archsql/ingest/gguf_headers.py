@@ -70,6 +70,18 @@ _STRING, _ARRAY = 8, 9
 # Arrays may hold arrays; real files hold flat ones (token lists, per-layer counts).  Each level
 # costs only 12 bytes, so a small file could nest deeper than Python recurses: bounded here.
 MAX_ARRAY_DEPTH = 8
+# A header is read for its tensors and a few model facts; an array longer than this (a real
+# tokenizer holds ~256k tokens) is stepped over, keeping its element type and length only, so a
+# large honest file costs no more memory than a small one.
+MAX_KEPT_ARRAY = 1 << 20
+
+
+@dataclass(frozen=True)
+class SkippedArray:
+    """A metadata array longer than MAX_KEPT_ARRAY: its element type id and length."""
+
+    element_type: int
+    count: int
 
 
 def ggml_nbytes(ggml_type: str, n_elements: int) -> int:
@@ -124,10 +136,36 @@ class _Reader:
             if depth >= MAX_ARRAY_DEPTH:
                 raise ValueError(f"arrays nested more than {MAX_ARRAY_DEPTH} levels deep at byte {self.pos}")
             etype, count = self.one("I"), self.one("Q")
+            if count > MAX_KEPT_ARRAY:
+                self.skip(etype, depth + 1, count)
+                return SkippedArray(etype, count)
             if etype in _SCALARS:
                 return list(self.many(_SCALARS[etype], count))
             return [self.value(etype, depth + 1) for _ in range(count)]
         raise ValueError(f"unknown GGUF value type {vtype} at byte {self.pos - 4}")
+
+    def skip(self, vtype: int, depth: int, count: int = 1) -> None:
+        """Step over ``count`` values of ``vtype`` without building them (scalars in one step;
+        strings by their lengths; arrays element by element, depth-bounded)."""
+        if vtype in _SCALARS:
+            n = struct.calcsize(_SCALARS[vtype]) * count
+            if self.pos + n > self.size:
+                raise _Truncated
+            self.pos += n
+            return
+        for _ in range(count):
+            if vtype == _STRING:
+                n = self.one("Q")
+                if self.pos + n > self.size:
+                    raise _Truncated
+                self.pos += n
+            elif vtype == _ARRAY:
+                if depth >= MAX_ARRAY_DEPTH:
+                    raise ValueError(f"arrays nested more than {MAX_ARRAY_DEPTH} levels deep at byte {self.pos}")
+                etype, inner = self.one("I"), self.one("Q")
+                self.skip(etype, depth + 1, inner)
+            else:
+                raise ValueError(f"unknown GGUF value type {vtype} at byte {self.pos - 4}")
 
 
 def read_gguf_header(path: str | Path, *, file: str | None = None, label: str | None = None) -> GgufHeader:
