@@ -18,7 +18,7 @@ from archsql.cli import cli
 from archsql.errors import StoreError
 from archsql.store import connect
 
-MODELS = ("Qwen3-8B", "Qwen2.5-7B")
+MODELS = ("Qwen3-0.6B", "Meta-Llama-3.1-8B")  # the store tests/test_cli.py reads too
 ANSWER = """
     select model, workload, deployment, compute_s, memory_s, time_s
     from step_sol
@@ -72,8 +72,8 @@ def test_a_store_missing_an_evaluated_table_is_repaired_by_building_one_model(db
         con.execute("drop table terms")
     with pytest.raises(StoreError, match=r"(?s)incomplete .*missing tables: terms.*repair it"):
         connect(db)
-    report = api.build(["Qwen3-8B"], db=db)
-    assert report.repaired == ("Qwen2.5-7B",)
+    report = api.build(["Qwen3-0.6B"], db=db)
+    assert report.repaired == ("Meta-Llama-3.1-8B",)
     assert _answers(db) == answers
     assert _my_workload(db) == [tuple(WORKLOAD.values())]
 
@@ -86,8 +86,8 @@ def test_an_evaluated_table_of_another_layout_is_written_again_for_every_model(d
     with pytest.raises(StoreError, match=r"(?s)another table layout .*'dims' has legacy.*archsql build") as err:
         connect(db)
     assert "delete" not in str(err.value)
-    report = api.build(["Qwen2.5-7B"], db=db)
-    assert report.repaired == ("Qwen3-8B",)
+    report = api.build(["Meta-Llama-3.1-8B"], db=db)
+    assert report.repaired == ("Qwen3-0.6B",)
     assert _answers(db) == answers
 
 
@@ -104,7 +104,7 @@ def test_a_parameter_table_of_another_layout_is_migrated_keeping_its_rows(db, an
         before = con.execute("select workload, phase, batch, context from workloads order by all").fetchall()
     with pytest.raises(StoreError, match="'workloads' lacks new_tokens; has note that this archsql does not use"):
         connect(db)
-    report = api.build(["Qwen3-8B"], db=db)
+    report = api.build(["Qwen3-0.6B"], db=db)
     assert report.repaired == ()  # no evaluated table was touched
     (note,) = report.notes
     assert "table 'workloads' lacks new_tokens" in note
@@ -135,7 +135,7 @@ def test_a_migration_that_cannot_hold_the_rows_changes_nothing(db):
         con.execute("drop table workloads")
         con.execute("create table workloads as select * from w")
     with pytest.raises(StoreError, match=r"'workloads' .*cannot be brought to the layout") as err:
-        api.build(["Qwen3-8B"], db=db)
+        api.build(["Qwen3-0.6B"], db=db)
     assert any("saved in" in i.message for i in err.value.issues)
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("select batch from workloads where workload = 'mine'").fetchall() == [("three",)]
@@ -145,11 +145,13 @@ def test_a_stored_model_whose_spec_is_gone_is_named_not_dropped(db):
     """A model built from a spec file that no longer exists cannot be evaluated again: the
     repair refuses before writing anything, naming it."""
     with duckdb.connect(str(db)) as con:
-        con.execute("update models set model = 'my-model', spec_file = '/nowhere/my.yaml' where model = 'Qwen2.5-7B'")
-        con.execute("update dims set model = 'my-model' where model = 'Qwen2.5-7B'")
+        con.execute(
+            "update models set model = 'my-model', spec_file = '/nowhere/my.yaml' where model = 'Meta-Llama-3.1-8B'"
+        )
+        con.execute("update dims set model = 'my-model' where model = 'Meta-Llama-3.1-8B'")
         con.execute("drop table terms")
     with pytest.raises(StoreError, match="spec of my-model cannot be found"):
-        api.build(["Qwen3-8B"], db=db)
+        api.build(["Qwen3-0.6B"], db=db)
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("select count(*) from models where model = 'my-model'").fetchall() == [(1,)]
 
@@ -157,6 +159,6 @@ def test_a_stored_model_whose_spec_is_gone_is_named_not_dropped(db):
 def test_the_cli_says_what_it_repaired(db):
     with duckdb.connect(str(db)) as con:
         con.execute("drop table caches")
-    result = CliRunner().invoke(cli, ["--db", str(db), "build", "Qwen3-8B"])
+    result = CliRunner().invoke(cli, ["--db", str(db), "build", "Qwen3-0.6B"])
     assert result.exit_code == 0, result.output
-    assert "repaired the store: evaluated again 1 model it holds (Qwen2.5-7B)" in " ".join(result.output.split())
+    assert "repaired the store: evaluated again 1 model it holds (Meta-Llama-3.1-8B)" in " ".join(result.output.split())
