@@ -25,6 +25,7 @@ m = 64.  Each layer GEMM launches once per layer: 32 launches per step; lm_head 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -40,6 +41,7 @@ from archsql.kernel_corpus import import_aiconfigurator
 from archsql.kernel_corpus.measured import measured_vs_sol
 from archsql.kernel_corpus.plan import plan
 from archsql.kernel_corpus.storage import VIEWS_DIR
+from archsql.store import connect, freshness, keep_deployments, refresh_store
 from archsql.views import check_invariants, view_docs
 
 MODEL = "Meta-Llama-3.1-8B"
@@ -100,7 +102,7 @@ ATTENTION_MS = {"prefill_2k": 0.1, "decode_b1_c2k": 0.02, "decode_b64_c2k": 0.25
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
+def db(store_of, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("site")
     (root / "aiconfigurator_core-0.12.0.dist-info").mkdir()
     _write(root, "h200_sxm/gemm/vllm/0.10.1/gemm_perf.parquet", [
@@ -127,17 +129,18 @@ def db(tmp_path_factory) -> Path:
         _attention(64, 1, 2047, 0.2, kv_dtype="fp8"),  # an FP8 cache: not a BF16-cache deployment's
     ])  # fmt: skip
     path = tmp_path_factory.mktemp("store") / "store.duckdb"
-    api.build([MODEL], db=path)
+    shutil.copy(store_of(MODEL), path)
     with duckdb.connect(str(path)) as con:  # the parameter tables are the user's: keep what the tests ask about
-        con.execute("delete from deployments where deployment not in ('1xH200-single', '8xH200-tp8')")
+        keep_deployments(con, ["1xH200-single", "8xH200-tp8"])
         con.execute("delete from workloads where workload not in ('prefill_2k', 'decode_b1_c2k', 'decode_b64_c2k')")
+    refresh_store(path)  # the tests read the derived rows of these deployments x workloads (store.connect)
     report = import_aiconfigurator(path, location=root)
     assert report.total("rows_rejected") == 0, [r.render() for r in report.sample]
     return path
 
 
 def rows(db: Path, sql: str, *params) -> list[dict]:
-    con = duckdb.connect(str(db), read_only=True)
+    con = connect(db)
     try:
         return con.sql(sql, params=list(params) or None).to_arrow_table().to_pylist()
     finally:
@@ -298,7 +301,8 @@ MINE = ("base_shapes", "base_edges", "int_device_shapes", "int_node_kernels", "k
 
 def test_invariants_hold(db):
     """The sidecar invariants of the signature views, and of every corpus view, on a real model."""
-    with duckdb.connect(str(db), read_only=True) as con:
+    with connect(db) as con:  # the derived rows: equal to the live views' (tests/test_derived.py)
+        assert freshness(con).fresh
         for view, doc in view_docs().items():
             if view in MINE:
                 for inv in doc["invariants"]:
