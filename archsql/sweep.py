@@ -155,7 +155,7 @@ def plan(
     if layouts is None:
         tried = [degrees.get(a.name, (a.default,)) for a in SWEPT_AXES]
         layouts = [
-            {a.name: d for a, d in zip(SWEPT_AXES, chosen, strict=True) if d != a.default or a.name in degrees}
+            {a.name: d for a, d in zip(SWEPT_AXES, chosen, strict=True) if d != a.default}
             for chosen in itertools.product(*tried)
         ]
     deployments, dropped, labels = [], [], {}
