@@ -117,6 +117,14 @@ _OUTPUT_OPTION = output_option()
 @cli.command()
 @click.argument("models", nargs=-1)
 @click.option(
+    "--specs",
+    "specs",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A folder of your own model .yaml files (and components/): its models build by name, all of them "
+    "when no MODELS are named; a spec's config: path is read relative to the spec file.",
+)
+@click.option(
     "--replace-catalog",
     is_flag=True,
     help="Let a model .yaml named like a catalog model replace that model's rows.",
@@ -124,16 +132,24 @@ _OUTPUT_OPTION = output_option()
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
 @click.pass_obj
-def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, output: Path | None) -> None:
+def build(
+    db: Path, models: tuple[str, ...], specs: Path | None, replace_catalog: bool, fmt: str, output: Path | None
+) -> None:
     """Evaluate models into the store and print the summary.
 
-    MODELS are catalog names or paths to model .yaml files; default: the whole catalog.
+    MODELS are catalog names, names of models in --specs DIR, or paths to model .yaml files;
+    default: the whole catalog (with --specs: every model of DIR).  Config keys a spec does
+    not read are named on stderr as warnings.
     """
     from archsql.specs import default_library
 
     check_format(fmt, output)
-    names = list(dict.fromkeys(models)) or api.catalog()
-    library = default_library()
+    if specs is not None:
+        library = api.user_library(specs)
+        names = list(dict.fromkeys(models)) or api.user_models(specs)
+    else:
+        library = default_library()
+        names = list(dict.fromkeys(models)) or api.catalog()
     for name in names:  # an unknown name fails before any work, with a "did you mean"
         library.model_path(name)
     err = console(stderr=True)
@@ -157,7 +173,9 @@ def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, ou
                 else f"evaluated {escape(printable(model))}",
             )
 
-        report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog)
+        report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog, specs=specs)
+    for issue in report.warnings:
+        err.print(Text(printable("warning: " + issue.render(), newlines=True), style="yellow"))
     from archsql import queries
 
     summary = queries.run(SUMMARY_QUERY, db=report.db)
