@@ -434,10 +434,16 @@ def validate(
 
     if checkpoint and hub_id:
         raise click.UsageError("give --checkpoint or --hub, not both")
+    noticed: list = []
     errors = run_validate(
-        model, checkpoint or hub_id, offline=offline, profile=profile, sources=list(sources) if sources else None
+        model,
+        checkpoint or hub_id,
+        offline=offline,
+        profile=profile,
+        sources=list(sources) if sources else None,
+        warnings=noticed,
     )
-    for issue in architecture_warnings(model):
+    for issue in [*architecture_warnings(model), *noticed]:
         console(stderr=True).print("warning: " + issue.render(), markup=False, highlight=False)
     out = console()
     if not errors:
