@@ -326,3 +326,23 @@ def test_edit_kv_dtype_is_one_dtype_and_a_shortfall_is_said(main_store, tmp_path
     for side in ("old", "new"):  # short = held - usable
         held, usable = by["device_memory_bytes"][side], by["device_usable_bytes"][side]
         assert by["device_shortfall_bytes"][side] == pytest.approx(held - usable) and held > usable
+
+
+def test_compare_reads_gpus_from_the_store(main_store, tmp_path):
+    """`compare --gpu` takes a GPU added to the store (--db); one the store lacks is named
+    with the closest one.  The probe's usable memory is the added GPU's 100000 MiB × 0.9."""
+    import duckdb
+
+    args = ["--db", str(main_store), "compare", "attention", "-C", "gqa_attention@Meta-Llama-3.1-8B"]
+    args += ["--d-model", "1024", "--context", "1k", "--store", str(tmp_path / "c.duckdb")]
+    result = CliRunner().invoke(cli, [*args, "--gpu", "H200 NVL", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True)
+    (usable,) = con.execute(
+        "select distinct usable_bytes from device_memory where deployment = (select any_value(deployment) "
+        "from design_probes)"
+    ).fetchone()
+    con.close()
+    assert usable == 100000 * 2**20 * 0.9
+    bad = CliRunner().invoke(cli, [*args, "--gpu", "H200 NVLL"])
+    assert bad.exit_code == 2 and "unknown GPU 'H200 NVLL'" in bad.output and "did you mean 'H200 NVL'?" in bad.output
