@@ -54,6 +54,9 @@ class BuildReport:
     models: tuple[str, ...]
     seconds: float
     evaluate_seconds: dict[str, float]
+    # what the evaluation noticed without refusing a model (archsql.errors.Issue): config keys
+    # its spec never read (archsql.evaluator.bind.unread_config_warnings)
+    warnings: tuple = ()
     notes: tuple[str, ...] = ()  # tables of an older layout brought up to date (store_layout)
     repaired: tuple[str, ...] = ()  # models evaluated again to repair the store, not asked for
 
@@ -63,11 +66,15 @@ def evaluate_all(
     progress: Callable[[str], None] | None = None,
     *,
     replace_catalog: bool = False,
+    library=None,
+    warnings: list | None = None,
 ) -> tuple[dict[str, pa.Table], dict[str, float]]:
     """Evaluate models and concatenate their tables (schema order kept).  A name given twice
     is evaluated once; two specs of one model name, or a spec file named like a catalog model
     (it would replace the catalog model's rows) without ``replace_catalog``, are a
-    :class:`QueryError` before anything is written."""
+    :class:`QueryError` before anything is written.  ``library``: where names are looked up
+    (:func:`archsql.specs.load_library`, e.g. a user spec folder); ``warnings``: a list the
+    evaluations' warnings are appended to."""
     from archsql.evaluator import evaluate
 
     names = list(dict.fromkeys(str(m) for m in models)) if models else catalog()
@@ -77,14 +84,17 @@ def evaluate_all(
     origin: dict[str, str] = {}
     for name in names:
         t0 = time.perf_counter()
-        analysis = evaluate(name)
+        analysis = evaluate(name, library)
+        if warnings is not None:
+            warnings.extend(analysis.warnings)
         if analysis.model in origin:
             raise QueryError(
                 f"model '{analysis.model}' is given twice in one build: by {origin[analysis.model]} and by {name}",
                 [Issue("give each model once (a spec's `model:` field names it)")],
             )
         origin[analysis.model] = name
-        if name not in known and analysis.model in known and not replace_catalog:
+        from_catalog = name in known and (library is None or _same_file(library.model_path(name), name))
+        if not from_catalog and analysis.model in known and not replace_catalog:
             raise QueryError(
                 f"{name} names its model '{analysis.model}', a catalog model: building it would replace "
                 "the catalog model's rows",
@@ -104,20 +114,68 @@ def build(
     progress: Callable[[str], None] | None = None,
     *,
     replace_catalog: bool = False,
+    specs: str | Path | None = None,
 ) -> BuildReport:
     """Evaluate ``models`` (default: the whole catalog) into the DuckDB store ``db``; a spec
-    file named like a catalog model replaces it only with ``replace_catalog``."""
+    file named like a catalog model replaces it only with ``replace_catalog``.  ``specs``: a
+    user spec folder (:func:`user_library`) whose models are built by name — all of them when
+    ``models`` is empty.  A damaged store, or one of an older layout, is repaired on the way:
+    its other models are evaluated again (:func:`archsql.store.repair_plan`)."""
     from archsql.store import build_lock, repair_plan, write_store
 
     t0 = time.perf_counter()
     db = Path(db) if db else default_db()
     with build_lock(db):  # a second build of this store is refused before it evaluates anything
+        library = user_library(specs) if specs is not None else None
+        if library is not None and not models:
+            models = user_models(specs)
         names = list(models) if models else catalog()
         repair = repair_plan(db, names, catalog())  # a damaged or older store: its other models too
-        tables, timings = evaluate_all([*names, *repair], progress, replace_catalog=replace_catalog)
+        found: list = []
+        tables, timings = evaluate_all(
+            [*names, *repair], progress, replace_catalog=replace_catalog, library=library, warnings=found
+        )
         notes = write_store(db, tables)
     repaired = tuple(timings)[len(dict.fromkeys(str(n) for n in names)) :]  # evaluated in order: asked, then repair
-    return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings, tuple(notes), repaired)
+    return BuildReport(db, tuple(timings), time.perf_counter() - t0, timings, tuple(found), tuple(notes), repaired)
+
+
+def _same_file(path: Path, name: str) -> bool:
+    """Whether ``path`` is the catalog's spec of model ``name``."""
+    from archsql.specs import default_library
+
+    catalog_path = default_library().model_files.get(name)
+    return catalog_path is not None and Path(path).resolve() == catalog_path.resolve()
+
+
+def user_library(specs: str | Path):
+    """The library with a user spec folder added: its model ``.yaml`` files (in the folder or
+    its ``models/``) by name, beside the catalog, and its ``components/`` beside the library's.
+    A model's ``config:`` path is read relative to its spec file (:func:`archsql.evaluator.bind.config_path`)."""
+    from archsql.specs import load_library
+
+    folder = Path(specs)
+    if not folder.is_dir():
+        raise QueryError(
+            f"spec folder {folder} does not exist",
+            [Issue("give a folder holding model .yaml files (and optionally components/)")],
+        )
+    models = folder / "models" if (folder / "models").is_dir() else folder
+    components = folder / "components" if (folder / "components").is_dir() else None
+    return load_library(components_dir=components, models_dir=models)
+
+
+def user_models(specs: str | Path) -> list[str]:
+    """The names of the model specs in a user spec folder (the stems of its ``.yaml`` files)."""
+    folder = Path(specs)
+    models = folder / "models" if (folder / "models").is_dir() else folder
+    names = sorted(p.stem for p in models.glob("*.yaml"))
+    if not names:
+        raise QueryError(
+            f"spec folder {folder} holds no model .yaml",
+            [Issue(f"put a model spec (<name>.yaml) in {models}")],
+        )
+    return names
 
 
 def refresh(db: str | Path | None = None) -> list[str]:

@@ -117,6 +117,14 @@ _OUTPUT_OPTION = output_option()
 @cli.command()
 @click.argument("models", nargs=-1)
 @click.option(
+    "--specs",
+    "specs",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A folder of your own model .yaml files (and components/): its models build by name, all of them "
+    "when no MODELS are named; a spec's config: path is read relative to the spec file.",
+)
+@click.option(
     "--replace-catalog",
     is_flag=True,
     help="Let a model .yaml named like a catalog model replace that model's rows.",
@@ -124,16 +132,24 @@ _OUTPUT_OPTION = output_option()
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
 @click.pass_obj
-def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, output: Path | None) -> None:
+def build(
+    db: Path, models: tuple[str, ...], specs: Path | None, replace_catalog: bool, fmt: str, output: Path | None
+) -> None:
     """Evaluate models into the store and print the summary.
 
-    MODELS are catalog names or paths to model .yaml files; default: the whole catalog.
+    MODELS are catalog names, names of models in --specs DIR, or paths to model .yaml files;
+    default: the whole catalog (with --specs: every model of DIR).  Config keys a spec does
+    not read are named on stderr as warnings.
     """
     from archsql.specs import default_library
 
     check_format(fmt, output)
-    names = list(dict.fromkeys(models)) or api.catalog()
-    library = default_library()
+    if specs is not None:
+        library = api.user_library(specs)
+        names = list(dict.fromkeys(models)) or api.user_models(specs)
+    else:
+        library = default_library()
+        names = list(dict.fromkeys(models)) or api.catalog()
     for name in names:  # an unknown name fails before any work, with a "did you mean"
         library.model_path(name)
     err = console(stderr=True)
@@ -157,7 +173,9 @@ def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, ou
                 else f"evaluated {escape(printable(model))}",
             )
 
-        report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog)
+        report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog, specs=specs)
+    for issue in report.warnings:
+        err.print(Text(printable("warning: " + issue.render(), newlines=True), style="yellow"))
     from archsql import queries
 
     summary = queries.run(SUMMARY_QUERY, db=report.db)
@@ -424,10 +442,16 @@ def validate(
 
     if checkpoint and hub_id:
         raise click.UsageError("give --checkpoint or --hub, not both")
+    noticed: list = []
     errors = run_validate(
-        model, checkpoint or hub_id, offline=offline, profile=profile, sources=list(sources) if sources else None
+        model,
+        checkpoint or hub_id,
+        offline=offline,
+        profile=profile,
+        sources=list(sources) if sources else None,
+        warnings=noticed,
     )
-    for issue in architecture_warnings(model):
+    for issue in [*architecture_warnings(model), *noticed]:
         console(stderr=True).print("warning: " + issue.render(), markup=False, highlight=False)
     out = console()
     if not errors:
@@ -506,6 +530,20 @@ def _mesh_axis_options(command):
 @click.argument("model")
 @click.option("--gpus", "gpu_names", default="H200 SXM", show_default=True, help="GPU names (gpus.gpu), ';'-separated.")
 @click.option("--count", default="8", show_default=True, help="GPUs per deployment, e.g. 8 or 8,16.")
+@click.option(
+    "--layout",
+    "layout_texts",
+    multiple=True,
+    help="A layout to try: mesh axes with degrees, e.g. tp8,ep8 or tp4,dp2,ep8 (repeat; dp and moe_tp "
+    "not given take what the GPU count leaves).  Replaces the product of --tp/--ep/--pp/--cp.",
+)
+@click.option(
+    "--layouts",
+    "layouts_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A file of layouts, one per line (tp8,ep8), # comments allowed.",
+)
 @_mesh_axis_options
 @click.option(
     "--cp-kind",
@@ -524,7 +562,26 @@ def _mesh_axis_options(command):
     "included; native: as the checkpoint ships them (FP8 blocks, MXFP4, BF16, per model).",
 )
 @click.option("--kv", default="bf16", show_default=True, help="KV-cache dtypes, ','-separated.")
-@click.option("--phase", type=click.Choice(PHASES), default="decode", show_default=True)
+@click.option(
+    "--memory-fraction",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.9,
+    show_default=True,
+    help="Share of each GPU's memory usable for weights, caches and activations (vLLM gpu_memory_utilization).",
+)
+@click.option(
+    "--phase",
+    type=click.Choice(("both", *PHASES)),
+    default="both",
+    show_default=True,
+    help="both: a prefill (TTFT) and a decode step (TPOT) per point, in one row.",
+)
+@click.option(
+    "--columns",
+    default=None,
+    help="Columns to show, ','-separated [default: the table shows layout, batch, context, fits, ttft_s, "
+    "tpot_s, tokens/s per GPU and per user, max_batch; csv/json/parquet every column].",
+)
 @click.option(
     "--pareto",
     "only_pareto",
@@ -533,14 +590,39 @@ def _mesh_axis_options(command):
 )
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
-@click.pass_obj
+@click.pass_context
 def sweep(
-    db, model, gpu_names, count, cp_kinds, batch, context, weights, kv, phase, only_pareto, fmt, output, **degrees
+    ctx,
+    model,
+    gpu_names,
+    count,
+    layout_texts,
+    layouts_file,
+    cp_kinds,
+    batch,
+    context,
+    weights,
+    kv,
+    memory_fraction,
+    phase,
+    columns,
+    only_pareto,
+    fmt,
+    output,
+    **degrees,
 ) -> None:
     """SOL time, tokens/s and memory of MODEL over a grid of layouts × batch × context.
 
-    The grid lives only for the query (the store's tables are not changed).  Example:
+    One row per point: TTFT (the prefill step of BATCH prompts of CONTEXT tokens) and TPOT
+    (a decode step at that context), whether both fit, tokens/s per GPU and per user, and the
+    largest batch that fits.  Grid points whose degrees do not divide the GPU count are
+    dropped and named on stderr.  The grid lives only for the query (the store's tables are
+    not changed).  Examples:
+
+    archsql sweep DeepSeek-V3 --layout tp8,ep8 --layout dp8,ep8 --weights native --batch 1,64 --context 8k
+
     archsql sweep DeepSeek-V3 --gpus "H200 SXM;B200 (HGX/DGX B200)" --weights fp8 --pareto
+
     archsql sweep Meta-Llama-3.1-70B --count 16 --tp 8 --cp 1,2 --cp-kind ring,ulysses --pp 1,2 --phase prefill
     """
     from archsql import sweep as sweeps
@@ -552,7 +634,22 @@ def sweep(
         raise click.BadParameter(
             f"{unknown[0]!r} is not a context-parallel kind (use ring, ulysses)", param_hint="--cp-kind"
         )
-    deployments, workloads = sweeps.grid(
+    given = [
+        name.removeprefix("mesh_")
+        for name in degrees
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    layouts = None
+    if layout_texts or layouts_file:
+        if given:
+            raise click.UsageError(
+                f"--{given[0].replace('_', '-')} sweeps the degrees of one axis; with --layout/--layouts "
+                "write each layout whole (e.g. --layout tp8,ep8)"
+            )
+        layouts = [sweeps.parse_layout(t, where=f"--layout {t!r}") for t in layout_texts]
+        if layouts_file is not None:
+            layouts += sweeps.read_layouts(layouts_file)
+    plan = sweeps.plan(
         [g.strip() for g in gpu_names.split(";")],
         _ints(count),
         _ints(batch),
@@ -560,11 +657,47 @@ def sweep(
         [w.strip() for w in weights.split(",")],
         [k.strip() for k in kv.split(",")],
         phase,
-        degrees={name.removeprefix("mesh_"): _ints(text) for name, text in degrees.items()},
+        memory_fraction,
+        degrees=None if layouts is not None else {n.removeprefix("mesh_"): _ints(t) for n, t in degrees.items()},
+        layouts=layouts,
         cp_kinds=kinds,
     )
-    table = sweeps.sweep(model, db, deployments, workloads)
-    emit(sweeps.pareto(table) if only_pareto else table, fmt, output)
+    err = console(stderr=True)
+    if plan.dropped and not plan.deployments:
+        raise click.UsageError(
+            "every grid point was dropped: "
+            + "; ".join(str(d) for d in plan.dropped[:5])
+            + (f"; … and {len(plan.dropped) - 5} more" if len(plan.dropped) > 5 else "")
+        )
+    if plan.dropped:
+        err.print(Text(f"dropped {plural(len(plan.dropped), 'grid point')}:", style="yellow"))
+        for d in plan.dropped:
+            err.print(Text(f"  {printable(str(d))}"))
+    table = sweeps.points(sweeps.sweep(model, db_of(ctx), plan.deployments, plan.workloads), plan.labels)
+    if only_pareto:
+        table = sweeps.pareto(table)
+    if columns is not None:
+        chosen = [c.strip() for c in columns.split(",") if c.strip()]
+        missing = [c for c in chosen if c not in table.column_names]
+        if missing or not chosen:
+            from archsql.errors import did_you_mean
+
+            hint = did_you_mean(missing[0], table.column_names) if missing else None
+            raise click.BadParameter(
+                (f"no column {missing[0]!r}" if missing else "no column named")
+                + (f" ({hint})" if hint else "")
+                + f"; the columns are: {', '.join(table.column_names)}",
+                param_hint="--columns",
+            )
+        table = table.select(chosen)
+    elif fmt == "table":
+        table = table.select(sweeps.narrow(table))
+    emit(table, fmt, output)
+
+
+def db_of(ctx: click.Context) -> Path:
+    """The store the command runs against (the group's ``--db``, or ``--db`` after the command)."""
+    return ctx.obj
 
 
 # The kernel corpus (archsql/kernel_corpus/cli.py) and design (archsql/design/cli.py)

@@ -83,12 +83,15 @@ def validate(
     revision: str | None = None,
     endpoint: str | None = None,
     sources: list[str | Path] | None = None,
+    warnings: list | None = None,
 ) -> list[Finding]:
     """Errors of ``model`` (a catalog name or a model .yaml), reconciled against ``checkpoint``
     when given: a local path or Hub repo id (read with :func:`archsql.ingest.read_checkpoint`,
     ``offline`` from the local cache) or an already-read ``checkpoint_tensors`` table.
     ``profile`` reconciles a precision profile's storage instead of the spec's own.
-    ``sources`` (files or folders holding the model's forward source) runs the source guard."""
+    ``sources`` (files or folders holding the model's forward source) runs the source guard.
+    ``warnings``: a list the evaluation's warnings (config keys the spec does not read) are
+    appended to; they do not stop publication."""
     from archsql.evaluator import evaluate
     from archsql.evaluator.storage import NATIVE, bind_storage
 
@@ -98,6 +101,8 @@ def validate(
         return [_from_issue("shape", i) for i in exc.issues] or [Finding("shape", str(model), str(exc))]
     except (SpecError, ConfigError, EvaluationError) as exc:
         return [_from_issue("analysis", i) for i in exc.issues] or [Finding("analysis", str(model), str(exc))]
+    if warnings is not None:
+        warnings.extend(analysis.warnings)
     profile = profile or NATIVE
     try:
         binding = bind_storage(analysis, library, profile=profile)

@@ -10,16 +10,18 @@ points whatever else the store holds.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from archsql.errors import Issue, QueryError
+from archsql.errors import Issue, QueryError, did_you_mean
 from archsql.evaluator.storage import NATIVE
-from archsql.schema.parallel import MESH_AXES, SWEPT_AXES, fill_degrees
+from archsql.schema.parallel import AXES, MESH_AXES, SPANS, SWEPT_AXES, fill_degrees
 
 # the most points one sweep answers: its memory grows ≈ 20 KB a point (Llama-3.1-8B: 3,920
 # points 0.34 GB RSS, 40,000 points 0.85 GB), so 100,000 stay near 2 GB on a 24 GB machine
@@ -60,6 +62,31 @@ order by s.deployment, s.workload
 WEIGHT_PROFILES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "nvfp4", NATIVE: NATIVE}
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """A grid point left out before the query, and why (a degree that does not divide the
+    GPU count, a layout that needs more GPUs than given)."""
+
+    gpus: int
+    layout: str  # the degrees as given, e.g. 'tp3,ep8'
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.layout} on {self.gpus} GPUs: {self.reason}"
+
+
+@dataclass
+class Grid:
+    """The rows of a sweep (one mapping per deployment and per workload) and the grid points
+    left out (:class:`Dropped`)."""
+
+    deployments: list[dict]
+    workloads: list[dict]
+    dropped: list[Dropped] = field(default_factory=list)
+    # deployment → its layout as the grid was given (``tp8,ep8``, with the dp a count leaves)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
 def grid(
     gpus: Sequence[str],
     counts: Sequence[int],
@@ -74,12 +101,48 @@ def grid(
     cp_kinds: Sequence[str] = ("ring",),
 ) -> tuple[list[dict], list[dict]]:
     """Deployment and workload rows of a sweep (one mapping each: columns and mesh degrees
-    by name).  ``degrees`` gives the degrees tried of each swept axis (``SWEPT_AXES``: tp,
-    ep, pp, cp; an axis not given: its default); each other axis takes what its span leaves
-    — attention runs tp × cp × dp × pp = GPUs, MoE ep × moe_tp × pp = GPUs — and
-    combinations that do not divide are skipped.  Every cp > 1 is tried with each of
-    ``cp_kinds`` (ulysses, ring)."""
+    by name); :func:`plan` with the dropped points left out."""
+    g = plan(
+        gpus,
+        counts,
+        batch,
+        context,
+        weights,
+        kv,
+        phase,
+        usable_memory_fraction,
+        degrees=degrees,
+        cp_kinds=cp_kinds,
+    )
+    return g.deployments, g.workloads
+
+
+def plan(
+    gpus: Sequence[str],
+    counts: Sequence[int],
+    batch: Sequence[int],
+    context: Sequence[int],
+    weights: Sequence[str] = ("bf16",),
+    kv: Sequence[str] = ("bf16",),
+    phase: str = "decode",
+    usable_memory_fraction: float = 0.9,
+    *,
+    degrees: Mapping[str, Sequence[int]] | None = None,
+    layouts: Sequence[Mapping[str, int]] | None = None,
+    cp_kinds: Sequence[str] = ("ring",),
+) -> Grid:
+    """The sweep's grid.  Layouts are either ``layouts`` — a list of meshes, each the degrees
+    of some mesh axes (:func:`parse_layout`: ``tp8,ep8``; an axis not named takes its default,
+    or, for dp and moe_tp, what its span leaves of the GPUs) — or the product of ``degrees``,
+    the degrees tried of each swept axis (``SWEPT_AXES``: tp, ep, pp, cp; an axis not given:
+    its default), each other axis taking what its span leaves — attention runs
+    tp × cp × dp × pp = GPUs, MoE ep × moe_tp × pp = GPUs.  A layout whose degrees do not
+    divide a GPU count, or need more GPUs than it, is a :class:`Dropped` point with the
+    reason.  Every cp > 1 is tried with each of ``cp_kinds`` (ulysses, ring).  ``phase``:
+    prefill, decode or ``both`` (a prefill and a decode workload per batch × context)."""
     degrees = dict(degrees or {})
+    if layouts is not None and degrees:
+        raise QueryError("give the layouts as a list or the degrees of each swept axis, not both")
     unknown = sorted(set(degrees) - {a.name for a in SWEPT_AXES})
     if unknown:
         raise QueryError(f"'{unknown[0]}' is not a swept mesh axis (swept: {', '.join(a.name for a in SWEPT_AXES)})")
@@ -88,23 +151,134 @@ def grid(
         bad = [v for v in values if type(v) is not int or v < 1]
         if bad:
             raise QueryError(f"sweep {what} must be an integer >= 1, got {bad[0]!r}")
-    tried = [degrees.get(a.name, (a.default,)) for a in SWEPT_AXES]
-    deployments = []
-    for gpu, n, *chosen, w, k in itertools.product(gpus, counts, *tried, weights, kv):
-        mesh = fill_degrees(n, dict(zip((a.name for a in SWEPT_AXES), chosen, strict=True)))
-        if all(a.name in mesh for a in MESH_AXES if a.fills):  # else the degrees do not divide n
-            deployments.extend(_grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds))
+    if not 0 < usable_memory_fraction <= 1:
+        raise QueryError(f"the usable memory fraction must be in (0, 1], got {usable_memory_fraction!r}")
+    phases = ("prefill", "decode") if phase == "both" else (phase,)
+    if any(p not in ("prefill", "decode") for p in phases):
+        raise QueryError(f"sweep phase must be prefill, decode or both, got {phase!r}")
+    if layouts is None:
+        tried = [degrees.get(a.name, (a.default,)) for a in SWEPT_AXES]
+        layouts = [
+            {a.name: d for a, d in zip(SWEPT_AXES, chosen, strict=True) if d != a.default}
+            for chosen in itertools.product(*tried)
+        ]
+    deployments, dropped, labels = [], [], {}
+    for n, layout in itertools.product(counts, layouts):
+        mesh, reason = mesh_of(n, layout)
+        given = ",".join(f"{a}{d}" for a, d in layout.items()) or "tp1"  # as written
+        if reason is not None:
+            dropped.append(Dropped(n, given, reason))
+            continue
+        shown = {**layout, **({"dp": mesh["dp"]} if "dp" not in layout else {})}
+        for gpu, w, k in itertools.product(gpus, weights, kv):
+            for row in _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds):
+                name = row["deployment"]
+                if name in labels:  # the same mesh written twice (tp8 and tp8,dp1)
+                    if (gpu, w, k) == (gpus[0], weights[0], kv[0]):
+                        dropped.append(Dropped(n, given, f"the same layout as {labels[name]}"))
+                    continue
+                labels[name] = layout_label(shown, row["cp_kind"])
+                deployments.append(row)
     workloads = [
         {
-            "workload": f"sweep:{phase}:b{b}:c{c}",
-            "phase": phase,
+            "workload": f"sweep:{p}:b{b}:c{c}",
+            "phase": p,
             "batch": b,
-            "new_tokens": 1 if phase == "decode" else c,
+            "new_tokens": 1 if p == "decode" else c,
             "context": c,
         }
+        for p in phases
         for b, c in itertools.product(batch, context)
     ]
-    return deployments, workloads
+    return Grid(deployments, workloads, dropped, labels)
+
+
+# ---------------------------------------------------------------------------- layouts
+
+_TOKEN = re.compile(r"^([a-z_]+?)(\d+)$")
+
+
+def parse_layout(text: str, where: str = "layout") -> dict[str, int]:
+    """``'tp8,ep8'`` → ``{'tp': 8, 'ep': 8}``: comma-separated mesh axes (MESH_AXES) each
+    followed by its degree.  ``where`` (an option or ``file:line``) locates an error."""
+    out: dict[str, int] = {}
+    names = [a.name for a in MESH_AXES]
+    for token in (t.strip().lower() for t in text.split(",")):
+        match = _TOKEN.match(token)
+        if match is None:
+            raise QueryError(
+                f"{where}: {token!r} is not an axis and a degree; write a layout as axes with degrees, "
+                f"e.g. tp8,ep8 or tp4,dp2 (axes: {', '.join(names)})"
+            )
+        axis, degree = match.group(1), int(match.group(2))
+        if axis not in AXES:
+            hint = did_you_mean(axis, names)
+            raise QueryError(
+                f"{where}: '{axis}' is not a mesh axis ({hint + ' ' if hint else ''}axes: {', '.join(names)})"
+            )
+        if axis in out:
+            raise QueryError(f"{where}: {axis} is given twice ({axis}{out[axis]} and {token})")
+        if degree < 1:
+            raise QueryError(f"{where}: the degree of {axis} must be at least 1, got {degree}")
+        out[axis] = degree
+    return out
+
+
+def read_layouts(path: str | Path) -> list[dict[str, int]]:
+    """Layouts from a file: one per line (``tp8,ep8``); blank lines and ``#`` comments skipped."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            out.append(parse_layout(line, where=f"{path}:{number}"))
+    if not out:
+        raise QueryError(f"{path}: no layout in the file (write one per line, e.g. tp8,ep8)")
+    return out
+
+
+def layout_label(mesh: Mapping[str, int], kind: str | None = None) -> str:
+    """``{'tp': 8, 'dp': 1, 'ep': 8}`` → ``'tp8,ep8'``: the degrees that are not 1, in
+    MESH_AXES order (a cp degree with its kind: ``cp2-ulysses``); ``'tp1'`` when all are 1."""
+    parts = []
+    for a in MESH_AXES:
+        d = mesh.get(a.name)
+        if d is None or d == 1:
+            continue
+        parts.append(f"{a.name}{d}" + (f"-{kind}" if a.name == "cp" and kind and kind != "none" else ""))
+    return ",".join(parts) or "tp1"
+
+
+def _product(names: Sequence[str], mesh: Mapping[str, int]) -> tuple[str, int]:
+    value = 1
+    for n in names:
+        value *= mesh.get(n, AXES[n].default)
+    return "·".join(names), value
+
+
+def mesh_of(gpus: int, layout: Mapping[str, int]) -> tuple[dict[str, int], str | None]:
+    """The full mesh of ``layout`` on ``gpus`` GPUs (:func:`fill_degrees`), or the reason it
+    cannot run there: each span's degrees (attention tp·cp·dp·pp, MoE ep·moe_tp·pp) must
+    multiply to the GPU count."""
+    mesh = {a.name: a.default for a in MESH_AXES if a.fills is None} | fill_degrees(gpus, layout)
+    for span in SPANS:
+        axes = [a.name for a in MESH_AXES if span in a.spans]
+        (fill,) = (a.name for a in MESH_AXES if a.fills == span)
+        if fill not in mesh:  # the others' product does not divide the GPUs
+            names, value = _product([a for a in axes if a != fill], mesh)
+            if value > gpus:
+                return mesh, f"{names} = {value} needs {value} GPUs, given {gpus}"
+            return mesh, f"{names} = {value} does not divide {gpus} GPUs"
+        names, value = _product(axes, mesh)
+        if value > gpus:
+            return mesh, f"{names} = {value} needs {value} GPUs, given {gpus}"
+        if value < gpus:
+            return (
+                mesh,
+                f"{names} = {value} leaves {gpus - value} of {gpus} GPUs idle (raise {fill} or lower the count)",
+            )
+    return mesh, None
 
 
 def _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds) -> list[dict]:
@@ -170,6 +344,121 @@ def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[d
         return table
     finally:
         con.close()
+
+
+# ---------------------------------------------------------------------------- one row per point
+
+# the columns of a (deployment, workload) row that describe the deployment, the same in both phases
+_DEPLOYMENT_COLUMNS = (
+    "deployment",
+    "gpu",
+    "gpus",
+    "nodes",
+    *(a.name for a in MESH_AXES),
+    "cp_kind",
+    "weight_dtype",
+    "weight_profile",
+    "kv_dtype",
+)
+# what a step of one phase measures: kept as <phase>_<column> beside the headline columns
+_PHASE_COLUMNS = (
+    "compute_s",
+    "memory_s",
+    "comm_s",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "kv_bytes",
+    "activation_bytes",
+    "fits",
+    "shortfall_bytes",
+    "max_batch",
+    "limited_by",
+)
+# the table a person reads first: the columns that matter, in this order (present ones only)
+NARROW_COLUMNS = (
+    "layout",
+    "batch",
+    "context",
+    "fits",
+    "ttft_s",
+    "tpot_s",
+    "tokens_per_s_per_gpu",
+    "tokens_per_s_per_user",
+    "max_batch",
+)
+
+
+def points(table: pa.Table, labels: Mapping[str, str] | None = None) -> pa.Table:
+    """One row per grid point (deployment × batch × context) from the rows of :func:`sweep`
+    (one per deployment × workload): the prefill step's time as ``ttft_s`` and the decode
+    step's as ``tpot_s``, side by side, with ``fits`` true when every phase fits, and the
+    serving figures (``tokens_per_s_per_gpu``, ``tokens_per_s_per_user``, ``max_batch``,
+    ``limited_by``) of the decode step (of the prefill step when the sweep has no decode).
+    Every value is a column of the sweep's rows, moved, never computed again; each phase's
+    own columns follow as ``prefill_*`` / ``decode_*``.  ``labels`` (:attr:`Grid.labels`):
+    each deployment's layout as the grid gave it, and the order of the rows (default: the
+    degrees that are not 1, rows by deployment name)."""
+    import duckdb
+
+    labels = dict(labels or {})
+    degrees = table.select(["deployment", *(a.name for a in MESH_AXES), "cp_kind"]).to_pylist()
+    layout = [labels.get(r["deployment"]) or layout_label(r, r["cp_kind"]) for r in degrees]
+    table = table.append_column("layout", pa.array(layout, pa.string()))
+    phases = [p for p in ("prefill", "decode") if p in set(table.column("phase").to_pylist())]
+    if not phases:
+        raise QueryError("the sweep answered no point")
+    main = "decode" if "decode" in phases else "prefill"
+    names = list(dict.fromkeys([*labels, *sorted(set(table.column("deployment").to_pylist()))]))
+    positions = pa.table({"deployment": names, "position": list(range(len(names)))})
+
+    def pick(column: str) -> str:  # a column equal in every phase of a point
+        return (
+            "coalesce(" + ", ".join(f"{p}.{column}" for p in phases) + ")"
+            if len(phases) > 1
+            else f"{phases[0]}.{column}"
+        )
+
+    select = [f"{pick(c)} as {c}" for c in ("layout", *_DEPLOYMENT_COLUMNS, "batch", "context")]
+    select.append(" and ".join(f"{p}.fits" for p in phases) + " as fits")
+    select += [f"{p}.time_s as {'ttft_s' if p == 'prefill' else 'tpot_s'}" for p in phases]
+    select += [f"{main}.{c}" for c in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "max_batch", "limited_by")]
+    select.append(f"{pick('weight_bytes')} as weight_bytes")
+    select += [f"{p}.{c} as {p}_{c}" for p in phases for c in _PHASE_COLUMNS]
+    select.append(" or ".join(f"{p}.beyond_max_context" for p in phases) + " as beyond_max_context")
+    select.append(f"{pick('layout_problems')} as layout_problems")
+    sources = [f"(select * from rows where phase = '{p}') as {p}" for p in phases]
+    joins = sources[0] + "".join(f" full join {src} using (deployment, batch, context)" for src in sources[1:])
+    con = duckdb.connect()
+    try:
+        con.register("rows", table)
+        con.register("positions", positions)
+        return con.sql(
+            f"""
+            select {", ".join(select)}
+            from {joins}
+            left join positions as o on o.deployment = {pick("deployment")}
+            order by o.position, {pick("deployment")}, {pick("batch")}, {pick("context")}
+            """
+        ).to_arrow_table()
+    finally:
+        con.close()
+
+
+def narrow(table: pa.Table) -> list[str]:
+    """The columns of :data:`NARROW_COLUMNS` that ``table`` has, plus each grid dimension
+    that varies across it (GPU, GPU count, weight profile, KV dtype) and, when any point has
+    them, its layout problems and whether a context is beyond the model's maximum."""
+    varying = [
+        c
+        for c in ("gpu", "gpus", "weight_profile", "kv_dtype")
+        if c in table.column_names and len(set(table.column(c).to_pylist())) > 1
+    ]
+    shown = [c for c in NARROW_COLUMNS if c in table.column_names]
+    shown[1:1] = varying  # after the layout
+    for flag in ("beyond_max_context", "layout_problems"):
+        if flag in table.column_names and any(v for v in table.column(flag).to_pylist()):
+            shown.append(flag)
+    return shown
 
 
 def pareto(table: pa.Table, x: str = "tokens_per_s_per_user", y: str = "tokens_per_s_per_gpu") -> pa.Table:

@@ -243,3 +243,106 @@ def test_cli_edit(tmp_path):
         ],
     )
     assert result.exit_code == 2 and "dims not bound" in result.output and "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------------- the store's hardware, one precision
+
+
+@pytest.fixture(scope="module")
+def main_store(store_of, tmp_path_factory):
+    """A store of Llama-3.1-8B with a GPU and a deployment added by the parameter commands."""
+    import shutil
+
+    db = tmp_path_factory.mktemp("main") / "main.duckdb"
+    shutil.copy(store_of("Meta-Llama-3.1-8B"), db)
+    runner = CliRunner()
+    for args in (
+        ["gpu", "add", "H200 NVL", "--like", "H200 SXM", "--set", "device_memory_MiB=100000", "--set", "sources=test"],
+        [
+            "deployment",
+            "add",
+            "2xNVL-tp2-wfp8",
+            "--gpu",
+            "H200 NVL",
+            "--tp",
+            "2",
+            "--moe-tp",
+            "2",
+            "--weight-dtype",
+            "fp8",
+        ],
+    ):
+        result = runner.invoke(cli, ["--db", str(db), *args])
+        assert result.exit_code == 0, result.output
+    return db
+
+
+def test_edit_reads_deployments_and_gpus_from_the_store(main_store, tmp_path):
+    """`edit --deployment` sees a deployment (and its GPU) added to the store it is pointed at
+    with --db; every weight row is in that deployment's profile (fp8), every KV row in its KV
+    dtype (bf16), and device memory is over the GPU's 100000 MiB × 0.9."""
+    import duckdb
+
+    args = ["--db", str(main_store), "edit", "Meta-Llama-3.1-8B", "--set", "n_kv_heads=4", "--name", "kv4"]
+    args += ["--out", str(tmp_path), "--store", str(tmp_path / "d.duckdb"), "--context", "8k"]
+    result = CliRunner().invoke(cli, [*args, "--deployment", "2xNVL-tp2-wfp8", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {(r["scope"], r["template"], r["quantity"]): r for r in json.loads(result.stdout)}
+    con = duckdb.connect(str(main_store), read_only=True)
+    fp8, native = (
+        con.execute(
+            "select sum(total_bytes) from weight_storage where model = 'Meta-Llama-3.1-8B' "
+            f"and profile = '{p}' and not is_buffer"
+        ).fetchone()[0]
+        for p in ("fp8", "native")
+    )
+    con.close()
+    assert rows[("model", None, "weight_bytes")]["old"] == fp8 < native  # not the checkpoint's bf16
+    # KV in the deployment's bf16: 32 layers × 2 (K, V) × 8 KV heads × 128 × 2 bytes
+    assert rows[("model", None, "kv_bytes_per_token")]["old"] == 32 * 2 * 8 * 128 * 2
+    assert rows[("model", None, "device_usable_bytes")]["old"] == 100000 * 2**20 * 0.9
+    # a deployment the store does not have: named, with the store's own list
+    bad = CliRunner().invoke(cli, [*args, "--deployment", "2xNVL-tp2-wfp9"])
+    assert bad.exit_code == 2 and "did you mean '2xNVL-tp2-wfp8'?" in bad.output and str(main_store) in bad.output
+
+
+def test_edit_kv_dtype_is_one_dtype_and_a_shortfall_is_said(main_store, tmp_path):
+    """--dtype fp8 on a bf16-KV deployment: the KV rows and the device memory both hold fp8
+    (a copy of the deployment, `+kv-fp8`): 32 × 2 × 8 × 128 × 1 byte = 65536 per token.  At
+    128k × 64 requests one H200 cannot hold Llama-3.1-8B: the shortfall is a row and a line."""
+    args = ["--db", str(main_store), "edit", "Meta-Llama-3.1-8B", "--set", "n_kv_heads=4", "--name", "kv4"]
+    args += ["--out", str(tmp_path), "--store", str(tmp_path / "d.duckdb"), "--deployment", "1xH200-single"]
+    result = CliRunner().invoke(cli, [*args, "--context", "128k", "-B", "64", "--dtype", "fp8"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())  # the title wraps to the table's width
+    assert "weights bf16, KV fp8; SOL and device memory on 1xH200-single+kv-fp8" in text
+    assert "old (Meta-Llama-3.1-8B) does not fit on 1xH200-single+kv-fp8:" in text
+    assert "new (kv4) does not fit on 1xH200-single+kv-fp8:" in text
+    rows = json.loads(
+        CliRunner().invoke(cli, [*args, "--context", "128k", "-B", "64", "--dtype", "fp8", "--format", "json"]).stdout
+    )
+    by = {r["quantity"]: r for r in rows if r["scope"] == "model"}
+    assert by["kv_bytes_per_token"]["old"] == 32 * 2 * 8 * 128 * 1 == 65536
+    for side in ("old", "new"):  # short = held - usable
+        held, usable = by["device_memory_bytes"][side], by["device_usable_bytes"][side]
+        assert by["device_shortfall_bytes"][side] == pytest.approx(held - usable) and held > usable
+
+
+def test_compare_reads_gpus_from_the_store(main_store, tmp_path):
+    """`compare --gpu` takes a GPU added to the store (--db); one the store lacks is named
+    with the closest one.  The probe's usable memory is the added GPU's 100000 MiB × 0.9."""
+    import duckdb
+
+    args = ["--db", str(main_store), "compare", "attention", "-C", "gqa_attention@Meta-Llama-3.1-8B"]
+    args += ["--d-model", "1024", "--context", "1k", "--store", str(tmp_path / "c.duckdb")]
+    result = CliRunner().invoke(cli, [*args, "--gpu", "H200 NVL", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True)
+    (usable,) = con.execute(
+        "select distinct usable_bytes from device_memory where deployment = (select any_value(deployment) "
+        "from design_probes)"
+    ).fetchone()
+    con.close()
+    assert usable == 100000 * 2**20 * 0.9
+    bad = CliRunner().invoke(cli, [*args, "--gpu", "H200 NVLL"])
+    assert bad.exit_code == 2 and "unknown GPU 'H200 NVLL'" in bad.output and "did you mean 'H200 NVL'?" in bad.output

@@ -669,7 +669,11 @@ def render(card: AuditCard, console) -> None:
         markup=False,
     )
     if card.ledger.num_rows:
-        table = Table(title=f"ledger (KV in {card.dtype}, per request at context {card.context})", header_style="bold")
+        table = Table(
+            title=f"ledger (weights as each checkpoint stores them; KV in {card.dtype}, per request at context "
+            f"{card.context})",
+            header_style="bold",
+        )
         for column, justify in (("item", "left"), ("baseline", "right"), ("candidate", "right"), ("delta", "right")):
             table.add_column(column, justify=justify)
         for r in card.ledger_rows():

@@ -72,7 +72,12 @@ def _ms(seconds: float | None) -> str:
 @click.option("--d-model", type=click.IntRange(min=1), required=True, help="Contract d_model shared by every probe.")
 @click.option("--context", "contexts", default="2k,32k,128k", show_default=True, help="Contexts (k = 1024 tokens).")
 @click.option("-B", "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Requests per step.")
-@click.option("--gpu", default="H200 SXM", show_default=True, help="GPU of the one-GPU contract deployment.")
+@click.option(
+    "--gpu",
+    default="H200 SXM",
+    show_default=True,
+    help="GPU of the one-GPU contract deployment (a GPU of the store, --db: `archsql gpu list`).",
+)
 @click.option("--dtype", default="bf16", show_default=True, help="Weights, activations and caches.")
 @click.option(
     "--specs-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where probe YAML go."
@@ -80,7 +85,8 @@ def _ms(seconds: float | None) -> str:
 @_STORE_OPTION
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
-def compare_cmd(slot, components, d_model, contexts, batch, gpu, dtype, specs_dir, store, fmt, output) -> None:
+@click.pass_obj
+def compare_cmd(db, slot, components, d_model, contexts, batch, gpu, dtype, specs_dir, store, fmt, output) -> None:
     """Compare components for SLOT under one contract (one-layer probes, same engine).
 
     Example: archsql compare attention -C gqa_attention@Meta-Llama-3.1-8B -C mla_attention@DeepSeek-V3
@@ -98,6 +104,7 @@ def compare_cmd(slot, components, d_model, contexts, batch, gpu, dtype, specs_di
         dtype=dtype,
         db=store,
         specs_dir=specs_dir,
+        main_db=db,
     )
     if fmt != "table":
         _rows_out(result.table, fmt, output)
@@ -177,13 +184,23 @@ def _parse_swap(text: str):
 )
 @click.option("--context", default="64k", show_default=True, help="Context of the prefill FLOPs, KV and SOL rows.")
 @click.option("-B", "--batch", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--dtype", default="bf16", show_default=True, help="Cache dtype of the KV rows.")
-@click.option("--deployment", default=None, help="Deployment of the SOL rows [default: 8xH200-tp8-ep8].")
+@click.option(
+    "--dtype",
+    default=None,
+    help="KV-cache dtype of every row, device memory included [default: the deployment's kv_dtype].",
+)
+@click.option(
+    "--deployment",
+    default=None,
+    help="Deployment of the SOL and device-memory rows, a deployment of the store (--db: `archsql deployment "
+    "list`) [default: 8xH200-tp8-ep8]; weight bytes are in its weight profile.",
+)
 @_STORE_OPTION
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
+@click.pass_obj
 def edit_cmd(
-    model, swaps, set_dims, dims_from, name, out_dir, context, batch, dtype, deployment, store, fmt, output
+    db, model, swaps, set_dims, dims_from, name, out_dir, context, batch, dtype, deployment, store, fmt, output
 ) -> None:
     """Swap components / set dims in MODEL, save the derived YAML, print every layer group old → new.
 
@@ -204,6 +221,7 @@ def edit_cmd(
         dtype=dtype,
         deployment=deployment or DEFAULT_DEPLOYMENT,
         db=store,
+        main_db=db,
     )
     if fmt != "table":
         _rows_out(report.ledger, fmt, output)
@@ -223,8 +241,8 @@ def edit_cmd(
     if d.dims_dropped:
         out.print(f"  dropped (no node reads them now): {', '.join(d.dims_dropped)}", markup=False)
     table = Table(
-        title=f"old → new (prefill and KV at {token_label(report.context)}, batch {report.batch}, "
-        f"KV {report.dtype}, SOL on {report.deployment})",
+        title=f"old → new (prefill and KV at {token_label(report.context)}, batch {report.batch}; weights "
+        f"{report.weight_profile}, KV {report.dtype}; SOL and device memory on {report.deployment})",
         header_style="bold",
     )
     for column, justify in (
@@ -255,6 +273,22 @@ def edit_cmd(
         )
         last = group
     out.print(table)
+    short = {
+        side: r[side]
+        for r in report.ledger.to_pylist()
+        if r["quantity"] == "device_shortfall_bytes" and r["scope"] == "model"
+        for side in ("old", "new")
+        if r[side]
+    }
+    for side, value in short.items():  # never hidden in a column: a step that does not fit is said
+        model_name = d.base if side == "old" else d.name
+        out.print(
+            Text(
+                f"{side} ({model_name}) does not fit on {report.deployment}: {human_bytes(value)} short per device "
+                f"at batch {report.batch}, context {token_label(report.context)}",
+                style="bold red",
+            )
+        )
     out.print(f"rows in {report.db}; load the derived model with: archsql build {d.path}", markup=False)
 
 

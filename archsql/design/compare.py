@@ -299,9 +299,12 @@ def compare_components(
     db: str | Path | None = None,
     specs_dir: str | Path | None = None,
     library=None,
+    main_db: str | Path | None = None,
 ) -> Comparison:
     """Evaluate every component reference as a probe under one contract and return the
-    ``component_comparison`` view (one row per component × context)."""
+    ``component_comparison`` view (one row per component × context).  ``gpu`` is a GPU of the
+    store ``main_db`` (its GPUs and deployments are copied into the design store ``db``;
+    without a store, archsql/gpus/gpus.csv)."""
     from archsql.evaluator import evaluate
     from archsql.specs import default_library
 
@@ -317,8 +320,9 @@ def compare_components(
         raise DesignError(f"--d-model must be positive, got {d_model}")
     if batch < 1:
         raise DesignError(f"--batch must be positive, got {batch}")
+    parameters = dstore.store_parameters(main_db) or dstore.default_parameters()
     contract = Contract(
-        d_model, dstore.parse_contexts(contexts), batch, dstore.check_gpu(gpu), dstore.check_dtype(dtype)
+        d_model, dstore.parse_contexts(contexts), batch, dstore.check_gpu(gpu, parameters), dstore.check_dtype(dtype)
     )
     db = dstore.design_db(db)
     out_dir = Path(specs_dir) if specs_dir else db.with_name(db.stem + ".specs")
@@ -328,7 +332,8 @@ def compare_components(
         db,
         analyses,
         workloads=contract.workloads(),
-        deployments=[*dstore.default_deployments(), contract.deployment()],
+        deployments=[contract.deployment()],
+        parameters=parameters,
     )
     rows = [
         {

@@ -81,9 +81,10 @@ class EditReport:
     db: Path
     context: int
     batch: int
-    dtype: str
-    deployment: str
+    dtype: str  # the KV dtype of every row (the deployment's, or --dtype)
+    deployment: str  # the deployment of the SOL and device-memory rows
     ledger: pa.Table  # scope, template, layers_old/new, quantity, unit, old, new, delta, ratio
+    weight_profile: str = "native"  # the profile every weight-bytes row is stored in (the deployment's)
 
     def to_polars(self):
         import polars as pl
@@ -270,24 +271,39 @@ def edit_model(
     out_dir: str | Path = "designs",
     context: int | str = "64k",
     batch: int = 1,
-    dtype: str = "bf16",
+    dtype: str | None = None,
     deployment: str = DEFAULT_DEPLOYMENT,
     db: str | Path | None = None,
     library=None,
+    main_db: str | Path | None = None,
 ) -> EditReport:
-    """Derive, evaluate base and derived model, and read the old → new ledger."""
+    """Derive, evaluate base and derived model, and read the old → new ledger.
+
+    ``deployment`` is a deployment of the store ``main_db`` (its deployments, meshes and GPUs
+    are copied into the design store ``db``; without a store, the default deployments).  Every
+    row is in one precision: weight bytes in the deployment's weight profile, KV bytes in its
+    KV dtype — or in ``dtype``, which then replaces it for the SOL and device-memory rows too
+    (a copy of the deployment named ``<deployment>+kv-<dtype>``)."""
     from archsql.evaluator import evaluate
     from archsql.specs import default_library
 
     library = library or default_library()
     context = dstore.parse_tokens(context)
-    dstore.check_dtype(dtype)
+    if dtype is not None:
+        dstore.check_dtype(dtype)
     if batch < 1:
         raise DesignError(f"--batch must be positive, got {batch}")
-    deployments = dstore.default_deployments()
-    names = [row["deployment"] for row in deployments]
-    if deployment not in names:
-        raise unknown_choice("deployment", deployment, names, "--deployment")
+    parameters = dstore.store_parameters(main_db)
+    source = f" of {main_db}" if parameters is not None else " (no store: the defaults)"
+    parameters = parameters or dstore.default_parameters()
+    rows = {row["deployment"]: row for row in dstore.deployment_rows(parameters)}
+    if deployment not in rows:
+        raise unknown_choice("deployment", deployment, rows, f"--deployment{source}")
+    chosen = rows[deployment]
+    if dtype is not None and dtype != chosen["kv_dtype"]:  # one KV dtype in every row
+        chosen = {**chosen, "deployment": f"{deployment}+kv-{dtype}", "kv_dtype": dtype}
+        parameters = dstore.with_deployment_copy(parameters, chosen, like=deployment)
+    dtype = chosen["kv_dtype"]
     derived = derive(
         base, swaps=swaps, set_dims=set_dims, dims_from=dims_from, name=name, out_dir=out_dir, library=library
     )
@@ -296,7 +312,12 @@ def edit_model(
     if old.model == new.model:
         raise DesignError(f"the derived model must have its own name, got '{new.model}' (the base's)")
     db = dstore.design_db(db)
-    dstore.write(db, [old, new], workloads=dstore.workload_rows([context], batch), deployments=deployments)
+    dstore.write(
+        db,
+        [old, new],
+        workloads=dstore.workload_rows([context], batch),
+        parameters=parameters,
+    )
     ledger = dstore.read(
         db,
         "edit_ledger",
@@ -306,10 +327,11 @@ def edit_model(
             "prefill": dstore.prefill_workload(context),
             "decode": dstore.decode_workload(context, batch),
             "dtype": dtype,
-            "deployment": deployment,
+            "deployment": chosen["deployment"],
         },
     )
-    return EditReport(derived, db, context, batch, dtype, deployment, ledger)
+    profile = chosen.get("weight_profile") or "native"
+    return EditReport(derived, db, context, batch, dtype, chosen["deployment"], ledger, profile)
 
 
 __all__ = ["DEFAULT_DEPLOYMENT", "DerivedModel", "EditReport", "Swap", "derive", "edit_model"]

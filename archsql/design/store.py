@@ -98,22 +98,31 @@ def write(
     *,
     workloads: Sequence[Mapping[str, Any]],
     deployments: Sequence[Mapping[str, Any]] | None = None,
+    parameters: Mapping[str, pa.Table] | None = None,
 ) -> Path:
-    """Write evaluated models and the design's workloads (and deployments, when given: one
-    mapping each, its columns and mesh degrees by name) into the design store ``db`` with
-    :func:`archsql.store.write_store` (views recreated)."""
+    """Write evaluated models and the design's workloads into the design store ``db`` with
+    :func:`archsql.store.write_store` (views recreated).  ``parameters``: the parameter tables
+    of the store the design reads its hardware from (:func:`store_parameters`: deployments,
+    their meshes and frameworks, GPUs, dtypes); ``deployments``: more deployments (one mapping
+    each, its columns and mesh degrees by name) added to those, or, without ``parameters``,
+    the only ones."""
     from archsql.store import write_store
 
     tables: dict[str, pa.Table] = {}
     for name in TABLES:
         parts = [a.tables[name] for a in analyses if name in a.tables]
         tables[name] = pa.concat_tables(parts) if parts else TABLES[name].empty_table()
+    tables.update(parameters or {})
     tables["workloads"] = _param_table("workloads", workloads)
     if deployments is not None:
         columns = PARAMETER_TABLES["deployments"].names
         split = [split_deployment(row, columns) for row in deployments]
-        tables["deployments"] = _param_table("deployments", [scalar for scalar, _ in split])
-        tables["deployment_mesh"] = _param_table("deployment_mesh", [m for _, mesh in split for m in mesh])
+        added = {
+            "deployments": _param_table("deployments", [scalar for scalar, _ in split]),
+            "deployment_mesh": _param_table("deployment_mesh", [m for _, mesh in split for m in mesh]),
+        }
+        for name, rows in added.items():
+            tables[name] = pa.concat_tables([tables[name], rows]) if parameters else rows
     path = Path(db)
     write_store(path, tables)
     return path
@@ -121,6 +130,72 @@ def write(
 
 def _param_table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=PARAMETER_TABLES[name])
+
+
+# the parameter tables a design reads from the store it is pointed at: the hardware and how it
+# is deployed (the workloads are the design's own question)
+HARDWARE_TABLES = ("deployments", "deployment_mesh", "deployment_frameworks", "frameworks", "gpus", "dtypes")
+
+
+def store_parameters(main_db: str | Path | None) -> dict[str, pa.Table] | None:
+    """The :data:`HARDWARE_TABLES` of the store ``main_db`` (``archsql --db``: the deployments
+    and GPUs added there with ``archsql deployment add`` / ``gpu add``), or None when there is
+    no such store (the defaults of archsql/defaults and archsql/gpus then apply)."""
+    import duckdb
+
+    if main_db is None or not Path(main_db).is_file():
+        return None
+    con = duckdb.connect(str(main_db), read_only=True)
+    try:
+        present = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
+        out = {}
+        for name in HARDWARE_TABLES:
+            if name in present:
+                columns = ", ".join(f'"{c}"' for c in PARAMETER_TABLES[name].names)
+                table = con.sql(f'select {columns} from "{name}"').to_arrow_table()
+                out[name] = table.cast(PARAMETER_TABLES[name])
+        return out
+    finally:
+        con.close()
+
+
+def default_parameters() -> dict[str, pa.Table]:
+    """The :data:`HARDWARE_TABLES` as a new store gets them (archsql/defaults, archsql/gpus)."""
+    from archsql.defaults import load_default
+    from archsql.gpus import load_gpus
+
+    return {name: load_gpus() if name == "gpus" else load_default(name) for name in HARDWARE_TABLES}
+
+
+def with_deployment_copy(parameters: Mapping[str, pa.Table], row: Mapping[str, Any], like: str) -> dict[str, pa.Table]:
+    """``parameters`` with ``row`` (a deployment: columns and mesh degrees by name) added as a
+    copy of deployment ``like``: its framework row too, so its usable memory is the same."""
+    columns = PARAMETER_TABLES["deployments"].names
+    scalar, mesh = split_deployment(row, columns)
+    out = dict(parameters)
+    out["deployments"] = pa.concat_tables([out["deployments"], _param_table("deployments", [scalar])])
+    out["deployment_mesh"] = pa.concat_tables([out["deployment_mesh"], _param_table("deployment_mesh", mesh)])
+    frameworks = [
+        {**r, "deployment": row["deployment"]}
+        for r in out["deployment_frameworks"].to_pylist()
+        if r["deployment"] == like
+    ]
+    out["deployment_frameworks"] = pa.concat_tables(
+        [out["deployment_frameworks"], _param_table("deployment_frameworks", frameworks)]
+    )
+    return out
+
+
+def deployment_rows(parameters: Mapping[str, pa.Table] | None) -> list[dict[str, Any]]:
+    """The deployments of ``parameters`` (:func:`store_parameters`; None: the defaults), one
+    mapping each: columns and the degrees of the mesh axes that are not 1."""
+    if parameters is None or "deployments" not in parameters:
+        return default_deployments()
+    rows = {r["deployment"]: r for r in parameters["deployments"].to_pylist()}
+    for m in parameters["deployment_mesh"].to_pylist():
+        if m["deployment"] in rows:
+            rows[m["deployment"]][m["axis"]] = m["degree"]
+    return list(rows.values())
 
 
 def default_deployments() -> list[dict[str, Any]]:
@@ -134,14 +209,18 @@ def default_deployments() -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def check_gpu(gpu: str) -> str:
+def check_gpu(gpu: str, parameters: Mapping[str, pa.Table] | None = None) -> str:
+    """``gpu`` when it is a GPU of ``parameters`` (:func:`store_parameters`), else of
+    archsql/gpus/gpus.csv; otherwise a DesignError with the closest name."""
     from archsql.gpus import load_gpus
 
-    names = load_gpus().column("gpu").to_pylist()
+    table = parameters["gpus"] if parameters and "gpus" in parameters else load_gpus()
+    names = table.column("gpu").to_pylist()
     if gpu not in names:
+        where = "the gpus table (archsql gpu list; archsql gpu add adds one)"
         raise DesignError(
             f"unknown GPU '{gpu}'",
-            [Issue("GPUs are the rows of archsql/gpus/gpus.csv", hint=did_you_mean(gpu, names) or ", ".join(names))],
+            [Issue(f"GPUs are the rows of {where}", hint=did_you_mean(gpu, names) or ", ".join(names))],
         )
     return gpu
 
@@ -224,12 +303,15 @@ __all__ = [
     "create_view",
     "decode_workload",
     "default_deployments",
+    "default_parameters",
+    "deployment_rows",
     "design_db",
     "parse_contexts",
     "parse_tokens",
     "prefill_workload",
     "query",
     "read",
+    "store_parameters",
     "token_label",
     "workload_rows",
     "write",

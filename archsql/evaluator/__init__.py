@@ -23,10 +23,11 @@ from pathlib import Path
 
 from archsql.errors import EvaluationError, ShapeError, SpecError
 from archsql.evaluator.analysis import Analysis, build_tables
-from archsql.evaluator.bind import bind_dims, config_path, load_config
+from archsql.evaluator.bind import bind_dims, config_path, load_config, unread_config_warnings
 from archsql.evaluator.expand import expand
 from archsql.evaluator.streams import stack_stream_names
 from archsql.evaluator.walk import walk
+from archsql.ingest.hf_config import ConfigReads
 from archsql.schema.checks import add_issue
 from archsql.schema.crossref import check_graph, check_nodes
 from archsql.schema.spec import Where, parse_model
@@ -44,10 +45,10 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     if spec is None:
         raise SpecError(issues=col.issues)
     dims: dict[str, int] = {}
-    config: dict = {}
+    config: dict = ConfigReads({})
     if "config" in spec.where and not any(i.path == "$.config" for i in col.issues):
         before = len(col.issues)
-        config = load_config(spec, library.configs_dir, col)
+        config = ConfigReads(load_config(spec, library.configs_dir, col))
         if len(col.issues) == before:
             dims = bind_dims(col, spec, config, library)
     check_nodes(col, spec.graph, library)
@@ -96,6 +97,7 @@ def evaluate(model: str | Path, library=None) -> Analysis:
     tables["storage_tensors"] = pa.concat_tables(
         bind_storage(analysis, library, profile=profile, config=config).table for profile in (NATIVE, *profile_names())
     )
+    analysis.warnings = unread_config_warnings(spec, config, config_path(spec, library.configs_dir))
     return analysis
 
 

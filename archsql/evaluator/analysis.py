@@ -7,7 +7,7 @@ tables of :mod:`archsql.schema.tables`.  Everything else is a SQL view.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,6 +28,8 @@ class Analysis:
     dims: dict[str, int]
     walks: dict[str, Walk]  # phase -> walk
     tables: dict[str, pa.Table]
+    # what the evaluation noticed without refusing the model: config keys the spec never read
+    warnings: list = field(default_factory=list)
 
     def count(self, uid: str, symbolic: bool = False) -> sympy.Expr:
         """Copies of a node in the model (layers using its template × node copies)."""

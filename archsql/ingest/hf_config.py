@@ -66,3 +66,81 @@ def read_config(path: str | Path) -> dict[str, Any]:
             ]
         )
     return data
+
+
+class ConfigReads(dict):
+    """A parsed config.json that records which keys are read: every lookup (``c[k]``,
+    ``c.get(k)``, ``k in c``) adds the key's dotted path (``text_config.sliding_window``) to
+    :attr:`reads`; an object value read through it records its own keys the same way.  A
+    reader that walks the whole object (iteration, ``items()``, ``values()``) reads every key
+    of it; listing the names (``keys()``, for a "did you mean") reads none.
+
+    What a spec does not read is then known by subtraction (:func:`unread_keys`), so a key that
+    changes the architecture and that no binding consumes (``sliding_window`` with a spec that
+    caps no cache) is reported instead of silently ignored."""
+
+    def __init__(self, data: dict[str, Any], prefix: str = "", reads: set[str] | None = None):
+        super().__init__(data)
+        self._prefix = prefix
+        self.reads: set[str] = reads if reads is not None else set()
+
+    def _mark(self, key: Any) -> None:
+        self.reads.add(f"{self._prefix}{key}")
+
+    def _wrapped(self, key: Any, value: Any) -> Any:
+        if isinstance(value, dict) and not isinstance(value, ConfigReads):
+            value = ConfigReads(value, f"{self._prefix}{key}.", self.reads)
+            dict.__setitem__(self, key, value)
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        self._mark(key)
+        return self._wrapped(key, dict.__getitem__(self, key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._mark(key)
+        return self._wrapped(key, dict.__getitem__(self, key)) if dict.__contains__(self, key) else default
+
+    def __contains__(self, key: object) -> bool:
+        self._mark(key)
+        return dict.__contains__(self, key)
+
+    def _all(self) -> None:
+        for key in dict.keys(self):
+            self._mark(key)
+
+    def __iter__(self):
+        self._all()
+        return dict.__iter__(self)
+
+    def items(self):
+        self._all()
+        return dict.items(self)
+
+    def values(self):
+        self._all()
+        return dict.values(self)
+
+
+def unread_keys(config: ConfigReads, also_read: set[str] = frozenset(), ignored: set[str] = frozenset()) -> list[str]:
+    """The keys of ``config`` nobody read (:class:`ConfigReads`), as dotted paths: a top-level
+    key not read at all, and the keys of an object that was read but not through and through
+    (``text_config.sliding_window``).  ``also_read``: paths a reader named without looking them
+    up (a binding's fallback not taken); ``ignored``: key names or dotted paths that do not
+    describe the architecture (``torch_dtype``).  A key whose value is null or empty states
+    nothing and is not reported."""
+    read = config.reads | set(also_read)
+    out: list[str] = []
+
+    def visit(obj: dict, prefix: str) -> None:
+        for key, value in dict.items(obj):
+            path = f"{prefix}{key}"
+            if key in ignored or path in ignored or value is None or value == [] or value == {}:
+                continue  # null or empty: the config states nothing
+            if path not in read:
+                out.append(path)
+            elif isinstance(value, ConfigReads) and any(r.startswith(path + ".") for r in read):
+                visit(value, path + ".")
+
+    visit(config, "")
+    return out

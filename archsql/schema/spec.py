@@ -46,6 +46,9 @@ MODEL_KEYS = (
     "quant_context",  # storage formats: archsql.schema.quant (parsed by the storage pass)
     "buffers",  # non-parameter tensors saved in the checkpoint: archsql.schema.quant.parse_buffers
     "source",  # the forward source (path(s) of the modeling file) stream src anchors quote: archsql.source_guard
+    # config keys the spec has read and deliberately does not bind: key (dotted) → why
+    # (archsql.evaluator.bind.unread_config_warnings; archsql/specs/config_keys.yaml)
+    "config_unused",
 )
 STACK_KEYS = ("repeat", "path", "streams", "schedule", "role", "first_layer")
 STACK_ROLES = ("decoder", "mtp", "vision")
@@ -219,6 +222,8 @@ class ModelSpec:
     # (e.g. src/transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py); the source guard
     # finds every stream src anchor in them (archsql.source_guard)
     source: list[str] = field(default_factory=list)
+    # config keys the spec does not bind, each with the reason (``config_unused:``)
+    config_unused: dict[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -598,14 +603,14 @@ def _template_dims(col: Collector, raw: Any, tname: str, tpath: str, out: dict, 
 
 
 def _merge(base: LocDict, child: LocDict) -> LocDict:
-    """Child keys replace base keys; ``dims`` merge key by key.  Positions are kept."""
+    """Child keys replace base keys; ``dims`` and ``config_unused`` merge key by key.  Positions are kept."""
     out = LocDict(base)
     out.file, out.line, out.column = child.file, child.line, child.column
     out._key_pos = {**getattr(base, "_key_pos", {}), **getattr(child, "_key_pos", {})}
     out._val_pos = {**getattr(base, "_val_pos", {}), **getattr(child, "_val_pos", {})}
     for key, value in child.items():
-        if key == "dims" and isinstance(value, dict) and isinstance(base.get("dims"), dict):
-            value = _merge(base["dims"], value)
+        if key in ("dims", "config_unused") and isinstance(value, dict) and isinstance(base.get(key), dict):
+            value = _merge(base[key], value)
         if value is None:  # `key: null` in a derived model drops an inherited entry
             out.pop(key, None)
             continue
@@ -892,8 +897,29 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         doc=str(data.get("doc", "")),
         where={k: _where(col.file, data, k, f"$.{k}") for k in data},
         source=_str_list(col, data, "source", "$") if "source" in data else [],
+        config_unused=_config_unused(col, data),
     )
     return spec, col
+
+
+def _config_unused(col: Collector, data: LocDict) -> dict[str, str]:
+    """``config_unused:``, config key (dotted for a nested one) → why the spec does not bind it."""
+    raw = data.get("config_unused")
+    if raw is None:
+        return {}
+    example = "config_unused: { max_window_layers: sliding windows are off (use_sliding_window is false) }"
+    if not isinstance(raw, dict):
+        col.add(data, "config_unused", "$.config_unused", "config_unused must map config key → reason",
+                expected="mapping", got=type_name(raw), hint=example, value=True)  # fmt: skip
+        return {}
+    out = {}
+    for key, why in raw.items():
+        if not isinstance(why, str) or not why.strip():
+            col.add(raw, key, f"$.config_unused.{key}", f"say why the spec does not bind config key '{key}'",
+                    expected="a reason (text)", got=type_name(why), hint=example, value=True)  # fmt: skip
+            continue
+        out[str(key)] = why
+    return out
 
 
 def _model_dims(col: Collector, data: LocDict) -> Any:

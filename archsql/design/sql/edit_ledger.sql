@@ -1,7 +1,24 @@
 -- Old → new ledger of a model edit: every layer group (block template; null = outside the
 -- stacks) and the whole model, each quantity read from its report view.
 -- Parameters: $old, $new (models), $prefill, $decode (workloads), $dtype, $deployment.
+-- One precision throughout: weight bytes in the deployment's weight profile (the one its
+-- device memory holds), KV bytes in $dtype (the deployment's kv_dtype, archsql/design/edit.py);
+-- the device rows say how much is short when the step does not fit.
 with
+
+profile as (
+    select coalesce(weight_profile, 'native') as weight_profile
+    from base_deployments
+    where deployment = $deployment
+),
+
+stored as (
+    select w.model, n.template, w.total_bytes
+    from weight_storage as w
+    inner join profile as p on w.profile = p.weight_profile
+    inner join base_nodes as n on n.model = w.model and n.uid = w.uid
+    where w.model in ($old, $new) and not w.is_buffer
+),
 
 models as (
     select model
@@ -29,9 +46,9 @@ group_values as (
     from params_by_layer_group
     where model in ($old, $new)
     union all
-    select model, template, 'weight_bytes', weight_bytes::double
-    from params_by_layer_group
-    where model in ($old, $new)
+    select model, template, 'weight_bytes', sum(total_bytes)::double
+    from stored
+    group by model, template
     union all
     select model, template, 'prefill_flops', flops
     from flops_by_layer_group
@@ -67,8 +84,7 @@ model_values as (
     where model in ($old, $new)
     union all
     select model, 'weight_bytes', sum(total_bytes)::double
-    from weight_storage
-    where model in ($old, $new) and profile = 'native' and not is_buffer
+    from stored
     group by model
     union all
     select model, 'prefill_flops', flops
@@ -96,6 +112,14 @@ model_values as (
     where model in ($old, $new) and deployment = $deployment and workload = $decode
     union all
     select model, 'device_memory_bytes', total_bytes
+    from device_memory
+    where model in ($old, $new) and deployment = $deployment and workload = $decode
+    union all
+    select model, 'device_usable_bytes', usable_bytes
+    from device_memory
+    where model in ($old, $new) and deployment = $deployment and workload = $decode
+    union all
+    select model, 'device_shortfall_bytes', shortfall_bytes
     from device_memory
     where model in ($old, $new) and deployment = $deployment and workload = $decode
 ),
@@ -131,7 +155,9 @@ units as (
             ('kv_bytes_per_request', 'bytes', 7),
             ('prefill_time_s', 's', 8),
             ('decode_time_s', 's', 9),
-            ('device_memory_bytes', 'bytes', 10)
+            ('device_memory_bytes', 'bytes', 10),
+            ('device_usable_bytes', 'bytes', 11),
+            ('device_shortfall_bytes', 'bytes', 12)
     ) as u (quantity, unit, quantity_order)
 ),
 
