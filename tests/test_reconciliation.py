@@ -36,7 +36,7 @@ from archsql.errors import StoreError
 from archsql.ingest.checkpoint import to_table
 from archsql.ingest.safetensors_headers import FileTensors
 from archsql.publish_check import validate
-from archsql.store import refresh_store, write_checkpoint
+from archsql.store import connect, freshness, refresh_store, write_checkpoint
 from tests.conftest import FIXTURES, load_inventory
 from tests.test_ingest_headers import write_header
 from tests.test_inventory_params import (
@@ -216,7 +216,8 @@ def reconciled_db(catalog_db, tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("model", inventory_models())
 def test_inventory_checkpoint_reconciles(reconciled_db, model):
-    con = duckdb.connect(str(reconciled_db), read_only=True)
+    con = connect(reconciled_db)  # the derived rows (fresh after refresh_store): ms, not a live catalog query
+    assert freshness(con).fresh
     bad = con.execute(
         "select status, canonical_name, expected_dtype, actual_dtype, expected_shape, actual_shape "
         "from checkpoint_reconciliation where checkpoint = ? and status != 'ok' limit 10",
@@ -429,11 +430,9 @@ def test_unreadable_checkpoint_is_a_weight_error(tmp_path):
 # --------------------------------------------------------------------------- store and CLI
 
 
-def test_write_checkpoint_replaces_the_same_checkpoint(tmp_path):
-    from archsql.api import build
-
+def test_write_checkpoint_replaces_the_same_checkpoint(store_of, tmp_path):
     db = tmp_path / "s.duckdb"
-    build(["Meta-Llama-3.1-8B"], db=db)
+    shutil.copy(store_of("Meta-Llama-3.1-8B"), db)
     tensors = llama_tensors()
     write_checkpoint(db, header_table(tensors, "ck"), model="Meta-Llama-3.1-8B")
     del tensors["model.norm.weight"]
