@@ -1,0 +1,258 @@
+"""Render the site: run each page's queries once, write pages, data files, SQL pages and assets."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from archsql import queries
+from archsql.errors import Issue, QueryError, StoreError, did_you_mean
+from archsql.output import human, human_bytes, human_seconds
+from archsql.site.pages import PAGES, Column, Page
+
+HERE = Path(__file__).parent
+_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+FORMATS = {"human": human, "bytes": human_bytes, "seconds": human_seconds}
+
+
+@dataclass(frozen=True)
+class SiteReport:
+    out: Path
+    models: tuple[str, ...]
+    pages: int
+    files: int
+    bytes: int
+    seconds: float
+
+
+def slug(name: str) -> str:
+    """A file name for a model (the model name, other characters as '_')."""
+    return _SLUG.sub("_", name)
+
+
+def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = None) -> SiteReport:
+    """Write the site of the store ``db`` (every model, or ``models``) into the folder ``out``."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+    t0 = time.perf_counter()
+    db, out = Path(db), Path(out)
+    if not db.is_file():
+        raise StoreError(f"no store at {db}", [Issue("build one first: archsql build [MODELS] (or give --db PATH)")])
+    results = _run_sources(db)
+    known = results["site_gallery"].column("model").to_pylist()
+    chosen = _choose(models, known)
+    results = {name: _only(table, chosen) for name, table in results.items()}
+
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["show"] = show
+    env.filters["value"] = data_value
+    env.filters["slug"] = slug
+    out.mkdir(parents=True, exist_ok=True)
+    for folder in ("data", "sql", "model", "deploy", "assets"):
+        (out / folder).mkdir(exist_ok=True)
+    _write_assets(out)
+    _write_sql_pages(env, out)
+
+    pages = 0
+    pages += _page(env, out, _page_by_slug("gallery"), None, results, chosen)
+    for model in chosen:
+        for page in PAGES:
+            if page.per_model:
+                pages += _page(env, out, page, model, results, chosen)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    return SiteReport(out, tuple(chosen), pages, len(files), size, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------- queries
+
+
+def _sources() -> list[str]:
+    return list(dict.fromkeys(f.source for page in PAGES for f in page.figures))
+
+
+def _run_sources(db: Path) -> dict[str, pa.Table]:
+    from archsql.api import query
+
+    out = {}
+    for name in _sources():
+        out[name] = queries.run(name, db=db) if name in queries.saved() else query(f"select * from {name}", db=db)
+    return out
+
+
+def _choose(models: Sequence[str] | None, known: list[str]) -> list[str]:
+    if not models:
+        return known
+    chosen = list(dict.fromkeys(models))
+    missing = [m for m in chosen if m not in known]
+    if missing:
+        issues = [Issue(f"model '{m}' is not in the store", hint=did_you_mean(m, known)) for m in missing]
+        raise QueryError(
+            f"{len(missing)} of the models asked for {'is' if len(missing) == 1 else 'are'} not in the store "
+            "(archsql build MODEL adds one)",
+            issues,
+        )
+    return chosen
+
+
+def _only(table: pa.Table, models: Iterable[str]) -> pa.Table:
+    if "model" not in table.column_names:
+        return table
+    return table.filter(pc.is_in(table.column("model"), pa.array(list(models), pa.string())))
+
+
+def _rows(table: pa.Table, model: str | None) -> list[dict[str, Any]]:
+    if model is not None and "model" in table.column_names:
+        table = table.filter(pc.equal(table.column("model"), model))
+    return [{k: _finite(v) for k, v in row.items()} for row in table.to_pylist()]
+
+
+def _columnar(rows: list[dict[str, Any]]) -> dict[str, list]:
+    """Rows as column names and value lists (the page makes row objects again): a smaller file."""
+    columns = list(rows[0]) if rows else []
+    return {"columns": columns, "rows": [[r[c] for c in columns] for r in rows]}
+
+
+def _finite(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+# ---------------------------------------------------------------------------- pages
+
+
+def _page_by_slug(name: str) -> Page:
+    return next(p for p in PAGES if p.slug == name)
+
+
+def _page(env, out: Path, page: Page, model: str | None, results, chosen: list[str]) -> int:
+    data = {f.source: _rows(results[f.source], model) for f in page.figures}
+    controls = {
+        c: list(dict.fromkeys(r[c] for f in page.figures if c in f.filters for r in data[f.source] if c in r))
+        for c in page.controls
+    }
+    specs = {f.id: f.chart(f.source) for f in page.figures if f.chart}
+    name = "index.html" if model is None else f"{page.slug}/{slug(model)}.html"
+    data_file = f"data/{page.slug}.js" if model is None else f"data/{page.slug}-{slug(model)}.js"
+    root = "" if model is None else "../"
+    payload = {
+        "data": {name: _columnar(rows) for name, rows in data.items()},
+        "specs": specs,
+        "filters": {f.id: list(f.filters) for f in page.figures},
+    }
+    (out / data_file).write_text(
+        "ARCHSQL.load(" + json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str) + ");\n",
+        encoding="utf-8",
+    )
+    html = env.get_template(f"{page.slug}.html.j2").render(
+        page=page,
+        pages=PAGES,
+        model=model,
+        models=chosen,
+        root=root,
+        data=data,
+        data_file=data_file,
+        controls=controls,
+        groups=_graph_groups(data.get("site_graph", [])),
+    )
+    (out / name).write_text(html, encoding="utf-8")
+    return 1
+
+
+def _graph_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """site_graph rows nested stack → layer group (template) → component, in row order."""
+    stacks: dict[Any, dict[Any, dict[Any, list]]] = {}
+    for row in rows:
+        stacks.setdefault(row["stack"], {}).setdefault(row["template"], {}).setdefault(row["component"], []).append(row)
+    return [
+        {
+            "stack": stack,
+            "groups": [
+                {"template": t, "components": [{"component": c, "nodes": n} for c, n in comps.items()]}
+                for t, comps in templates.items()
+            ],
+        }
+        for stack, templates in stacks.items()
+    ]
+
+
+def show(value: Any, column: Column | str) -> str:
+    fmt = column.fmt if isinstance(column, Column) else column
+    if value is None:
+        return "—"
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    if fmt in FORMATS and isinstance(value, int | float) and not isinstance(value, bool):
+        return FORMATS[fmt](value)
+    return str(value)
+
+
+def data_value(value: Any) -> str:
+    """The exact value a cell shows, for ``data-value`` (JSON: numbers round-trip exactly)."""
+    return json.dumps(_finite(value), default=str)
+
+
+# ---------------------------------------------------------------------------- sql and assets
+
+
+def sql_of(name: str) -> str:
+    """The SQL behind a figure: a saved query's text, or a named view's file."""
+    if name in queries.saved():
+        return queries.text(name)
+    from archsql.views import view_files
+
+    for f in view_files():
+        if f.name == name:
+            return f.sql
+    raise QueryError(f"no saved query or view named '{name}'")
+
+
+def _write_sql_pages(env, out: Path) -> None:
+    template = env.get_template("sql.html.j2")
+    for name in _sources():
+        kind = "saved query" if name in queries.saved() else "view"
+        (out / "sql" / f"{name}.html").write_text(
+            template.render(name=name, kind=kind, sql=sql_of(name), root="../", pages=PAGES, models=[], model=None),
+            encoding="utf-8",
+        )
+
+
+def _write_assets(out: Path) -> None:
+    for path in (HERE / "static").iterdir():
+        shutil.copyfile(path, out / "assets" / path.name)
+    target = out / "assets" / "vega.js"
+    target.write_text(vega_bundle(), encoding="utf-8")
+
+
+def vega_bundle() -> str:
+    """Vega, Vega-Lite and vega-embed in one script (vl-convert's bundle), cached per version."""
+    import vl_convert
+
+    version = vl_convert.get_vegalite_versions()[-1]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "archsql"
+    path = cache / f"vega-bundle-{vl_convert.get_vega_version()}-{version}.js"
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    text = vl_convert.javascript_bundle(vl_version=version)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError:
+        pass  # no cache where the home is read-only: the next build bundles again
+    return text

@@ -1,0 +1,123 @@
+"""Vega-Lite specs of the site's charts, written with altair over named data.
+
+Each function takes the name of the dataset (the saved query) and returns a spec; the page
+binds the query's rows to that name at load time and again whenever a filter changes, so the
+numbers drawn are the query's rows as they are (stacking and axes are Vega-Lite's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+
+WIDTH = 560
+HEIGHT = 320
+
+
+def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    return chart.properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+
+
+def kv_curve(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .transform_filter("datum.bytes_per_request > 0")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),
+            y=alt.Y(
+                "bytes_per_request:Q",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(format="~s"),
+                title="cache bytes per request",
+            ),
+            color=alt.Color("model:N", legend=alt.Legend(columns=2, symbolLimit=60)),
+            tooltip=["model:N", "context:Q", alt.Tooltip("bytes_per_request:Q", format=",.0f")],
+        )
+    )
+
+
+def params_vs_active(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("params:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title="parameters"),
+            y=alt.Y(
+                "active_params:Q",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(format="~s"),
+                title="active parameters per token",
+            ),
+            color=alt.Color("attention_family:N", title="attention family"),
+            tooltip=[
+                "model:N",
+                alt.Tooltip("params:Q", format=",.0f"),
+                alt.Tooltip("active_params:Q", format=",.0f"),
+            ],
+        )
+    )
+
+
+def device_memory(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_bar()
+        .encode(
+            x=alt.X("workload:N", title="workload"),
+            xOffset=alt.XOffset("stage:N"),
+            y=alt.Y("bytes:Q", stack="zero", axis=alt.Axis(format="~s"), title="bytes per device"),
+            color=alt.Color("part:N", sort=["weights", "kv", "activations", "reserve"]),
+            tooltip=["workload:N", "stage:Q", "part:N", alt.Tooltip("bytes:Q", format=",.0f"), "fits:N"],
+        )
+    )
+
+
+def step_time(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_bar()
+        .encode(
+            x=alt.X("workload:N", title="workload"),
+            y=alt.Y("time_s:Q", stack="zero", title="speed-of-light step time (s)"),
+            color=alt.Color("bound:N", title="op bound by"),
+            tooltip=["workload:N", "bound:N", "ops:Q", alt.Tooltip("time_s:Q", format=".3e")],
+        )
+    )
+
+
+def roofline(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("arithmetic_intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)"),
+            y=alt.Y("flops_per_s:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title="attained FLOP/s"),
+            color=alt.Color("bound:N", title="bound by"),
+            shape=alt.Shape("phase:N"),
+            tooltip=[
+                "op:N",
+                "bound:N",
+                alt.Tooltip("flops:Q", format=".3e"),
+                alt.Tooltip("bytes:Q", format=".3e"),
+                alt.Tooltip("arithmetic_intensity:Q", format=".3g"),
+                alt.Tooltip("flops_per_s:Q", format=".3e"),
+                alt.Tooltip("peak_flops_per_s:Q", format=".3e"),
+            ],
+        )
+    )
+
+
+def max_batch(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .transform_filter("datum.max_batch > 0")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),
+            y=alt.Y("max_batch:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title="max batch"),
+            color=alt.Color("limited_by:N", title="limited by"),
+            tooltip=["context:Q", alt.Tooltip("max_batch:Q", format=",.0f"), "limited_by:N"],
+        )
+    )

@@ -1,0 +1,41 @@
+"""``archsql site``: write the static site of the store (registered lazily in archsql/cli.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from archsql.output import console, human_bytes, plural
+
+
+@click.command("site")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("site"),
+    show_default=True,
+    help="Folder to write the site into (index.html opens from disk, no server needed).",
+)
+@click.option(
+    "--models",
+    "-m",
+    multiple=True,
+    help="Only these models (repeat the option or separate with commas); default: every model in the store.",
+)
+@click.pass_obj
+def site_cmd(db: Path, out: Path, models: tuple[str, ...]) -> None:
+    """Write a static site of the store: gallery, model inspector, deployment explorer.
+
+    Every figure is a saved query (archsql/queries/site_*.sql) or a named view, linked from the page.
+    """
+    from archsql.site import build_site
+
+    names = [name.strip() for given in models for name in given.split(",") if name.strip()]
+    report = build_site(db, out, names or None)
+    console().print(
+        f"wrote {report.pages} pages for {plural(len(report.models), 'model')} to {report.out} "
+        f"({report.files} files, {human_bytes(report.bytes)}) in {report.seconds:.1f} s; "
+        f"open {report.out / 'index.html'}",
+        highlight=False,
+    )
