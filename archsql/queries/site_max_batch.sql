@@ -9,4 +9,5 @@ from device_memory as d
 inner join base_workloads as w on w.workload = d.workload
 where w.phase = 'decode'
 group by d.model, d.deployment, d.context
+having min(d.max_batch) >= 1
 order by d.model, d.deployment, d.context

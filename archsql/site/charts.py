@@ -22,7 +22,6 @@ def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
 def kv_curve(name: str) -> dict[str, Any]:
     return _spec(
         alt.Chart(alt.NamedData(name))
-        .transform_filter("datum.bytes_per_request > 0")
         .mark_line(point=True)
         .encode(
             x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),
@@ -112,7 +111,6 @@ def roofline(name: str) -> dict[str, Any]:
 def max_batch(name: str) -> dict[str, Any]:
     return _spec(
         alt.Chart(alt.NamedData(name))
-        .transform_filter("datum.max_batch > 0")
         .mark_line(point=True)
         .encode(
             x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),

@@ -75,7 +75,8 @@ GALLERY = Page(
             "kv_curve",
             "KV cache bytes per request vs context (bf16)",
             "site_kv_curve",
-            "The store has no decode workloads, so there is no cache size per context to plot: add one with `archsql workload add`.",
+            "None of the models shown keeps a cache, or the store has no decode workloads "
+            "(`archsql workload add` adds one): there is no cache size per context to plot.",
             chart=charts.kv_curve,
             note="One line per model at every decode workload's context; sliding windows flatten, recurrent state stays flat.",
         ),
@@ -170,7 +171,8 @@ DEPLOY = Page(
             "max_batch",
             "Max batch vs context",
             "site_max_batch",
-            "The store has no decode workloads for this model on this deployment, so there is no max batch to plot.",
+            "Not one request fits on this deployment at any stored decode context (or the store has no decode "
+            "workloads), so there is no max batch to plot.",
             chart=charts.max_batch,
             filters=("deployment",),
         ),

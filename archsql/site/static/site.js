@@ -60,6 +60,7 @@ window.ARCHSQL = {
   },
 
   refresh() {
+    const generation = (this.generation = (this.generation || 0) + 1);
     const controls = this.controls();
     const models = this.filterTables(controls);
     const jobs = [];
@@ -74,14 +75,23 @@ window.ARCHSQL = {
       section.querySelector(".empty").hidden = rows.length > 0;
       el.hidden = rows.length === 0;
       el.dataset.rows = String(rows.length);
+      if (this.views[id]) { this.views[id].finalize(); delete this.views[id]; }
+      if (rows.length === 0) { el.replaceChildren(); return; } // the page's sentence says why
       const full = Object.assign({}, spec, { datasets: { [name]: rows } });
       jobs.push(vegaEmbed(el, full, { actions: false, renderer: "svg" }).then((result) => {
-        if (this.views[id]) this.views[id].finalize();
-        this.views[id] = result.view;
+        if (generation === this.generation) this.views[id] = result.view;
+        else result.view.finalize(); // a later filter change drew this chart again
       }));
     });
-    Promise.all(jobs).then(() => { this.renders += 1; this.ready = true; document.body.dataset.ready = String(this.renders); });
-    if (jobs.length === 0) { this.renders += 1; this.ready = true; document.body.dataset.ready = String(this.renders); }
+    Promise.all(jobs).then(() => this.done(generation));
+  },
+
+  // body[data-ready] counts finished refreshes (tests and screenshots wait on it)
+  done(generation) {
+    if (generation !== this.generation) return;
+    this.renders += 1;
+    this.ready = true;
+    document.body.dataset.ready = String(this.renders);
   },
 
   sort(th) {
