@@ -1,4 +1,4 @@
--- The evaluated graph per node (prefill): stack, layer group, component, op, output shape, inputs, parameters and FLOP formulas.
+-- The evaluated graph per node (prefill): stack, layer group (and its layer count), component, op, output shape, inputs, parameters and FLOP formulas.
 with
 nodes as (
     select model, uid, stack, template, component, path, op, role, decode_op, in_prefill, in_decode
@@ -8,6 +8,12 @@ nodes as (
 params as (
     select model, uid, count, params
     from int_node_params
+),
+
+schedule as (
+    select model, stack, template, count(*) as layers
+    from base_layer_schedule
+    group by model, stack, template
 ),
 
 instances as (
@@ -46,6 +52,7 @@ select
     n.uid,
     n.stack,
     n.template,
+    l.layers as template_layers,
     n.component,
     n.path,
     n.op,
@@ -60,6 +67,7 @@ select
     f.flops_symbolic,
     f.flops_bound
 from nodes as n
+left join schedule as l on l.model = n.model and l.stack = n.stack and l.template = n.template
 left join instances as i on i.model = n.model and i.uid = n.uid
 left join params as p on p.model = n.model and p.uid = n.uid
 left join shapes as s on s.model = n.model and s.uid = n.uid

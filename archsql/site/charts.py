@@ -74,16 +74,20 @@ def device_memory(name: str) -> dict[str, Any]:
 
 
 def step_time(name: str) -> dict[str, Any]:
-    return _spec(
-        alt.Chart(alt.NamedData(name))
+    """One panel per phase, each with its own time axis (a long prefill would flatten decode)."""
+    bars = (
+        alt.Chart()
         .mark_bar()
         .encode(
             x=alt.X("workload:N", title="workload"),
-            y=alt.Y("time_s:Q", stack="zero", title="speed-of-light step time (s)"),
+            y=alt.Y("time_s:Q", stack="zero", axis=alt.Axis(format="~s"), title="speed-of-light step time (s)"),
             color=alt.Color("bound:N", title="op bound by"),
             tooltip=["workload:N", "bound:N", "ops:Q", alt.Tooltip("time_s:Q", format=".3e")],
         )
+        .properties(width=WIDTH // 2 - 20, height=HEIGHT)
     )
+    chart = alt.FacetChart(data=alt.NamedData(name), spec=bars, facet=alt.Facet("phase:N", title=None))
+    return chart.resolve_scale(x="independent", y="independent").to_dict(validate=True)
 
 
 def roofline(name: str) -> dict[str, Any]:
