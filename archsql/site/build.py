@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 import os
@@ -19,7 +21,7 @@ import pyarrow.compute as pc
 from archsql import queries
 from archsql.errors import Issue, QueryError, StoreError, did_you_mean
 from archsql.output import human, human_bytes, human_seconds
-from archsql.site.pages import PAGES, Column, Page
+from archsql.site.pages import PAGES, Column, Figure, Page
 
 HERE = Path(__file__).parent
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
@@ -37,8 +39,10 @@ class SiteReport:
 
 
 def slug(name: str) -> str:
-    """A file name for a model (the model name, other characters as '_')."""
-    return _SLUG.sub("_", name)
+    """A file name for a model: its name, or (a name with other characters) the name with
+    them as '_' plus a short hash of the name, so two names never share a file."""
+    safe = _SLUG.sub("_", name).lstrip(".") or "_"
+    return safe if safe == name else f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = None) -> SiteReport:
@@ -53,6 +57,7 @@ def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = N
     known = results["site_gallery"].column("model").to_pylist()
     chosen = _choose(models, known)
     results = {name: _only(table, chosen) for name, table in results.items()}
+    by_model = {name: _by_model(table) for name, table in results.items()}
 
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -71,11 +76,11 @@ def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = N
     _write_sql_pages(env, out)
 
     pages = 0
-    pages += _page(env, out, _page_by_slug("gallery"), None, results, chosen)
+    pages += _page(env, out, _page_by_slug("gallery"), None, by_model, chosen)
     for model in chosen:
         for page in PAGES:
             if page.per_model:
-                pages += _page(env, out, page, model, results, chosen)
+                pages += _page(env, out, page, model, by_model, chosen)
     files = [p for p in out.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
     return SiteReport(out, tuple(chosen), pages, len(files), size, time.perf_counter() - t0)
@@ -118,16 +123,30 @@ def _only(table: pa.Table, models: Iterable[str]) -> pa.Table:
     return table.filter(pc.is_in(table.column("model"), pa.array(list(models), pa.string())))
 
 
-def _rows(table: pa.Table, model: str | None) -> list[dict[str, Any]]:
-    if model is not None and "model" in table.column_names:
-        table = table.filter(pc.equal(table.column("model"), model))
-    return [{k: _finite(v) for k, v in row.items()} for row in table.to_pylist()]
+def _by_model(table: pa.Table) -> dict[str | None, list[dict[str, Any]]]:
+    """A query's rows (non-finite numbers as null): all under None, and each model's under its
+    name without the model column (a model's page holds only its own rows)."""
+    rows = _finite_columns(table).to_pylist()
+    out: dict[str | None, list[dict[str, Any]]] = {None: rows}
+    if "model" in table.column_names:
+        for row in rows:
+            out.setdefault(row["model"], []).append({k: v for k, v in row.items() if k != "model"})
+    return out
 
 
 def _columnar(rows: list[dict[str, Any]]) -> dict[str, list]:
     """Rows as column names and value lists (the page makes row objects again): a smaller file."""
     columns = list(rows[0]) if rows else []
     return {"columns": columns, "rows": [[r[c] for c in columns] for r in rows]}
+
+
+def _finite_columns(table: pa.Table) -> pa.Table:
+    """Non-finite floats as null (JSON has no NaN or infinity)."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_floating(f.type):
+            col = table.column(i)
+            table = table.set_column(i, f, pc.if_else(pc.is_finite(col), col, pa.scalar(None, f.type)))
+    return table
 
 
 def _finite(v: Any) -> Any:
@@ -141,13 +160,13 @@ def _page_by_slug(name: str) -> Page:
     return next(p for p in PAGES if p.slug == name)
 
 
-def _page(env, out: Path, page: Page, model: str | None, results, chosen: list[str]) -> int:
-    data = {f.source: _rows(results[f.source], model) for f in page.figures}
+def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[str]) -> int:
+    data = {f.source: by_model[f.source].get(model, []) for f in page.figures}
     controls = {
         c: list(dict.fromkeys(r[c] for f in page.figures if c in f.filters for r in data[f.source] if c in r))
         for c in page.controls
     }
-    specs = {f.id: f.chart(f.source) for f in page.figures if f.chart}
+    specs = {f.id: _spec(f) for f in page.figures if f.chart}
     name = "index.html" if model is None else f"{page.slug}/{slug(model)}.html"
     data_file = f"data/{page.slug}.js" if model is None else f"data/{page.slug}-{slug(model)}.js"
     root = "" if model is None else "../"
@@ -173,6 +192,13 @@ def _page(env, out: Path, page: Page, model: str | None, results, chosen: list[s
     )
     (out / name).write_text(html, encoding="utf-8")
     return 1
+
+
+@functools.cache
+def _spec(figure: Figure) -> dict[str, Any]:
+    """A figure's Vega-Lite spec (the same on every model's page: made once)."""
+    assert figure.chart is not None
+    return figure.chart(figure.source)
 
 
 def _graph_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
