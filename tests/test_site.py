@@ -151,6 +151,23 @@ def test_models_option_writes_only_those(site_db, tmp_path):
     assert MODELS[0] in payload and MODELS[1] not in payload
 
 
+def test_out_is_a_new_folder_or_an_earlier_site(site_db, tmp_path):
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(other)])
+    assert result.exit_code == 2 and "holds other files and no earlier site" in result.output
+    assert (other / "notes.txt").read_text() == "keep me" and sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(other / "notes.txt")])
+    assert result.exit_code == 2 and "is a file" in result.output
+    # writing again over an earlier site leaves no page of a model no longer asked for
+    out = tmp_path / "again"
+    for models in (f"{MODELS[0]},{MODELS[1]}", MODELS[1]):
+        result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(out), "--models", models])
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (out / "model").iterdir()) == [f"{slug(MODELS[1])}.html"]
+
+
 def test_every_figure_links_to_its_sql(site):
     for page in PAGES:
         for figure in page.figures:

@@ -69,9 +69,7 @@ def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = N
     env.filters["show"] = show
     env.filters["value"] = data_value
     env.filters["slug"] = slug
-    out.mkdir(parents=True, exist_ok=True)
-    for folder in ("data", "sql", "model", "deploy", "assets"):
-        (out / folder).mkdir(exist_ok=True)
+    _prepare(out)
     _write_assets(out)
     _write_sql_pages(env, out)
 
@@ -84,6 +82,31 @@ def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = N
     files = [p for p in out.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
     return SiteReport(out, tuple(chosen), pages, len(files), size, time.perf_counter() - t0)
+
+
+MARKER = ".archsql-site"  # marks a folder this command wrote: only such a folder is emptied
+FOLDERS = ("data", "sql", "model", "deploy", "assets")
+
+
+def _prepare(out: Path) -> None:
+    """An empty folder for the site: a new one, an empty one, or an earlier site (whose pages
+    are removed, so a model no longer asked for leaves no stale page); any other folder is
+    refused rather than written into."""
+    if out.exists() and not out.is_dir():
+        raise QueryError(f"--out {out} is a file", [Issue("give a folder for the site (it is created if missing)")])
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / MARKER).is_file():
+            raise QueryError(
+                f"--out {out} is a folder that holds other files and no earlier site",
+                [Issue("give a new or empty folder (or one an earlier `archsql site` wrote): nothing is overwritten")],
+            )
+        for folder in FOLDERS:
+            shutil.rmtree(out / folder, ignore_errors=True)
+        (out / "index.html").unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by `archsql site`; the command empties this folder when it writes again\n")
+    for folder in FOLDERS:
+        (out / folder).mkdir()
 
 
 # ---------------------------------------------------------------------------- queries
