@@ -168,6 +168,30 @@ def test_out_is_a_new_folder_or_an_earlier_site(site_db, tmp_path):
     assert sorted(p.name for p in (out / "model").iterdir()) == [f"{slug(MODELS[1])}.html"]
 
 
+def test_serve_answers_on_loopback(site):
+    import threading
+    import urllib.request
+
+    from archsql.site.build import serve
+
+    server = serve(site, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=10) as r:
+            assert r.status == 200 and b"Gallery" in r.read()
+        from archsql.errors import QueryError
+
+        with pytest.raises(QueryError, match=f"cannot serve on 127.0.0.1:{port}"):
+            serve(site, port)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def test_every_figure_links_to_its_sql(site):
     for page in PAGES:
         for figure in page.figures:

@@ -305,3 +305,22 @@ def vega_bundle() -> str:
     except OSError:
         pass  # no cache where the home is read-only: the next build bundles again
     return text
+
+
+def serve(out: Path, port: int = 8000):
+    """An HTTP server of the folder ``out`` on loopback only (``serve_forever`` runs it); a port
+    in use is a :class:`QueryError` naming it."""
+    import functools as ft
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # no line per request
+            pass
+
+    try:
+        return ThreadingHTTPServer(("127.0.0.1", port), ft.partial(Quiet, directory=str(out)))
+    except OSError as exc:
+        raise QueryError(
+            f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}",
+            [Issue("give another --port (0 picks a free one), or open index.html from disk")],
+        ) from None

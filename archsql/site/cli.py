@@ -23,8 +23,16 @@ from archsql.output import console, human_bytes, plural
     multiple=True,
     help="Only these models (repeat the option or separate with commas); default: every model in the store.",
 )
+@click.option(
+    "--serve",
+    is_flag=True,
+    help="After writing, serve the site on loopback (127.0.0.1) until Ctrl-C; it opens from disk as well.",
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port for --serve (0: any free one)."
+)
 @click.pass_obj
-def site_cmd(db: Path, out: Path, models: tuple[str, ...]) -> None:
+def site_cmd(db: Path, out: Path, models: tuple[str, ...], serve: bool, port: int) -> None:
     """Write a static site of the store: gallery, model inspector, deployment explorer.
 
     Every figure is a saved query (archsql/queries/site_*.sql) or a named view, linked from the page.
@@ -39,3 +47,15 @@ def site_cmd(db: Path, out: Path, models: tuple[str, ...]) -> None:
         f"open {report.out / 'index.html'}",
         highlight=False,
     )
+    if serve:
+        from archsql.site.build import serve as serve_site
+
+        server = serve_site(report.out, port)
+        host, bound = server.server_address[:2]
+        console().print(f"serving {report.out} at http://{host}:{bound}/ (Ctrl-C stops)", highlight=False)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
