@@ -53,6 +53,7 @@ def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = N
     db, out = Path(db), Path(out)
     if not db.is_file():
         raise StoreError(f"no store at {db}", [Issue("build one first: archsql build [MODELS] (or give --db PATH)")])
+    _check_out(out)
     results = _run_sources(db)
     known = results["site_gallery"].column("model").to_pylist()
     chosen = _choose(models, known)
@@ -88,18 +89,23 @@ MARKER = ".archsql-site"  # marks a folder this command wrote: only such a folde
 FOLDERS = ("data", "sql", "model", "deploy", "assets")
 
 
-def _prepare(out: Path) -> None:
-    """An empty folder for the site: a new one, an empty one, or an earlier site (whose pages
-    are removed, so a model no longer asked for leaves no stale page); any other folder is
-    refused rather than written into."""
+def _check_out(out: Path) -> None:
+    """The site goes into a new folder, an empty one, or an earlier site; any other folder is
+    refused rather than written into (checked before any query runs)."""
     if out.exists() and not out.is_dir():
         raise QueryError(f"--out {out} is a file", [Issue("give a folder for the site (it is created if missing)")])
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / MARKER).is_file():
-            raise QueryError(
-                f"--out {out} is a folder that holds other files and no earlier site",
-                [Issue("give a new or empty folder (or one an earlier `archsql site` wrote): nothing is overwritten")],
-            )
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise QueryError(
+            f"--out {out} is a folder that holds other files and no earlier site",
+            [Issue("give a new or empty folder (or one an earlier `archsql site` wrote): nothing is overwritten")],
+        )
+
+
+def _prepare(out: Path) -> None:
+    """Empty the folder :func:`_check_out` accepted: an earlier site's pages are removed, so a
+    model no longer asked for leaves no stale page."""
+    _check_out(out)
+    if out.is_dir():
         for folder in FOLDERS:
             shutil.rmtree(out / folder, ignore_errors=True)
         (out / "index.html").unlink(missing_ok=True)
