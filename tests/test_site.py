@@ -360,6 +360,40 @@ def test_deployment_explorer_plots_the_selected_deployment(browser, site, site_d
     page.close()
 
 
+def test_pareto_frontier_is_the_undominated_points(browser, site, site_db):
+    model = "Meta-Llama-3.1-8B"
+    page = Page(browser, url(site, f"deploy/{slug(model)}.html"))
+    cols = ("deployment", "workload", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "on_frontier")
+    plotted = sorted(key(r, *cols) for r in page.chart_rows("pareto"))
+    rows = rows_of("site_pareto", site_db, model)
+    assert plotted == sorted(key(r, *cols) for r in rows) and len(rows) > 10
+    step = {
+        (r["deployment"], r["workload"]): r
+        for r in queries.run("site_pareto", db=site_db).to_pylist()
+        if r["model"] == model
+    }
+    assert len(step) == len(rows)  # one point per deployment × decode workload that fits
+
+    def dominated(p):
+        return any(
+            q["tokens_per_s_per_gpu"] >= p["tokens_per_s_per_gpu"]
+            and q["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
+            and (q["tokens_per_s_per_gpu"], q["tokens_per_s_per_user"])
+            != (p["tokens_per_s_per_gpu"], p["tokens_per_s_per_user"])
+            for q in rows
+        )
+
+    assert [r["on_frontier"] for r in rows] == [not dominated(r) for r in rows]
+    assert any(r["on_frontier"] for r in rows)
+    con = duckdb.connect(str(site_db), read_only=True)
+    fits = con.execute(
+        "select count(*) from step_sol where model = ? and phase = 'decode' and fits and time_s > 0", [model]
+    ).fetchone()[0]
+    con.close()
+    assert fits == len(rows)
+    page.close()
+
+
 def test_a_missing_part_is_said_not_drawn_empty(browser, site, site_db):
     """The encoder keeps no cache: its inspector says so, and the gallery's cache plot, filtered
     to it, says there is nothing to plot instead of drawing empty axes."""

@@ -123,3 +123,33 @@ def max_batch(name: str) -> dict[str, Any]:
             tooltip=["context:Q", alt.Tooltip("max_batch:Q", format=",.0f"), "limited_by:N"],
         )
     )
+
+
+def pareto(name: str) -> dict[str, Any]:
+    """Every decode point that fits; the frontier's points labelled with their deployment."""
+    base = alt.Chart().encode(
+        x=alt.X("tokens_per_s_per_user:Q", scale=alt.Scale(type="log"), title="tokens/s per user"),
+        y=alt.Y("tokens_per_s_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens/s per GPU"),
+    )
+    points = base.mark_point(filled=True).encode(
+        color=alt.Color("on_frontier:N", title="Pareto frontier", sort=[True, False]),
+        size=alt.condition("datum.on_frontier", alt.value(110), alt.value(40)),
+        tooltip=[
+            "deployment:N",
+            "workload:N",
+            "batch:Q",
+            "context:Q",
+            alt.Tooltip("tokens_per_s_per_user:Q", format=",.1f"),
+            alt.Tooltip("tokens_per_s_per_gpu:Q", format=",.1f"),
+        ],
+    )
+    labels = (
+        base.transform_filter("datum.on_frontier")
+        .mark_text(align="left", dx=7, dy=-6, fontSize=10)
+        .encode(text=alt.Text("deployment:N"))
+    )
+    return (
+        alt.layer(points, labels, data=alt.NamedData(name))
+        .properties(width=WIDTH, height=HEIGHT)
+        .to_dict(validate=True)
+    )

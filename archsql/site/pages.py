@@ -176,6 +176,14 @@ DEPLOY = Page(
             chart=charts.max_batch,
             filters=("deployment",),
         ),
+        Figure(
+            "pareto",
+            "Decode throughput: per GPU vs per user, every deployment",
+            "site_pareto",
+            "No decode step of this model fits on any deployment in the store, so there is no throughput to plot.",
+            chart=charts.pareto,
+            note="Every stored deployment × decode workload that fits; the frontier's points are labelled.",
+        ),
     ),
 )
 
