@@ -6,6 +6,7 @@ with the saved queries (and the formulas table) run against the same store."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +18,7 @@ from click.testing import CliRunner
 from archsql import queries
 from archsql.cli import cli
 from archsql.site.build import show, slug
-from archsql.site.pages import GALLERY, PAGES
+from archsql.site.pages import DESIGN, GALLERY, PAGES
 
 # Full attention, a sliding window, and an encoder with a real checkpoint attached
 # (all-MiniLM-L6-v2's header: tests/fixtures/tensors) and no decode phase.
@@ -48,12 +49,26 @@ def site_db(store_of, tmp_path_factory) -> Path:
     return db
 
 
+# Two components for the attention slot (a growing KV cache, a constant recurrent state)
+COMPONENTS = ("gqa_attention@Meta-Llama-3.1-8B", "gated_deltanet@Qwen3.5-27B")
+
+
 @pytest.fixture(scope="module")
-def site(site_db, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "site"
-    result = CliRunner().invoke(cli, ["--db", str(site_db), "site", "--out", str(out)])
+def design_db(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("design") / "design.duckdb"
+    args = ["compare", "attention", *[a for c in COMPONENTS for a in ("-C", c)], "--d-model", "2048"]
+    result = CliRunner().invoke(cli, [*args, "--context", "2k,32k,128k", "--store", str(db)])
     assert result.exit_code == 0, result.output
-    assert "wrote 7 pages for 3 models" in result.output
+    return db
+
+
+@pytest.fixture(scope="module")
+def site(site_db, design_db, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
+    args = ["--db", str(site_db), "site", "--out", str(out), "--design-store", str(design_db)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "wrote 8 pages for 3 models" in result.output
     return out
 
 
@@ -111,7 +126,7 @@ def url(site: Path, path: str) -> str:
 
 
 def page_paths() -> list[str]:
-    paths = ["index.html"]
+    paths = ["index.html", "design.html"]
     for model in MODELS:
         paths += [f"{p.slug}/{slug(model)}.html" for p in PAGES if p.per_model]
     return paths
@@ -124,6 +139,16 @@ def rows_of(name: str, db: Path, model: str | None = None) -> list[dict]:
 
 def key(row: dict, *cols: str) -> tuple:
     return tuple(row[c] for c in cols)
+
+
+def same(shown, stored) -> bool:
+    """Equal, floats to 1e-12 relative: a float summed by two runs of one query may differ in
+    its last bit (DuckDB adds in parallel), which is not a number the page changed."""
+    if isinstance(shown, list | tuple) and isinstance(stored, list | tuple):
+        return len(shown) == len(stored) and all(same(a, b) for a, b in zip(shown, stored, strict=True))
+    if isinstance(shown, float) or isinstance(stored, float):
+        return shown is not None and stored is not None and math.isclose(shown, stored, rel_tol=1e-12)
+    return shown == stored
 
 
 # ---------------------------------------------------------------------------- without a browser
@@ -233,7 +258,7 @@ def test_gallery_table_shows_the_query_rows(browser, site, site_db):
     for model, row in expected.items():
         for column in columns:
             value, text = shown[model][column.name]
-            assert value == row[column.name], (model, column.name)
+            assert same(value, row[column.name]), (model, column.name)
             if column.name != "model":
                 assert text == show(row[column.name], column), (model, column.name)
     page.close()
@@ -243,14 +268,14 @@ def test_gallery_charts_plot_the_query_rows(browser, site, site_db):
     page = Page(browser, url(site, "index.html"))
     cols = ("model", "context", "bytes_per_request")
     plotted = sorted(key(r, *cols) for r in page.chart_rows("kv_curve"))
-    assert plotted == sorted(key(r, *cols) for r in rows_of("site_kv_curve", site_db))
+    assert same(plotted, sorted(key(r, *cols) for r in rows_of("site_kv_curve", site_db)))
     # the window flattens the curve: Mistral's cache stops growing past its 4096-token window
     mistral = sorted(
         (r["context"], r["bytes_per_request"]) for r in page.chart_rows("kv_curve") if "Mistral" in r["model"]
     )
     assert len(mistral) >= 3 and mistral[-1][1] == mistral[-2][1] > 0
     params = sorted(key(r, "model", "params", "active_params") for r in page.chart_rows("params"))
-    assert params == sorted(key(r, "model", "params", "active_params") for r in rows_of("site_gallery", site_db))
+    assert same(params, sorted(key(r, "model", "params", "active_params") for r in rows_of("site_gallery", site_db)))
     page.close()
 
 
@@ -342,22 +367,70 @@ def test_deployment_explorer_plots_the_selected_deployment(browser, site, site_d
             page.wait(2)
         assert page.page.input_value("#filter-deployment") == deployment
         plotted = sorted(key(r, *cols) for r in page.chart_rows("memory"))
-        assert plotted == sorted(key(r, *cols) for r in memory if r["deployment"] == deployment)
+        assert same(plotted, sorted(key(r, *cols) for r in memory if r["deployment"] == deployment))
         steps = sorted(key(r, "workload", "bound", "time_s") for r in page.chart_rows("step_time"))
-        assert steps == sorted(
-            key(r, "workload", "bound", "time_s")
-            for r in rows_of("site_step_time", site_db, model)
-            if r["deployment"] == deployment
+        assert same(
+            steps,
+            sorted(
+                key(r, "workload", "bound", "time_s")
+                for r in rows_of("site_step_time", site_db, model)
+                if r["deployment"] == deployment
+            ),
         )
     workload = page.page.input_value("#filter-workload")
     roofline = sorted(key(r, "op", "bound", "arithmetic_intensity", "flops_per_s") for r in page.chart_rows("roofline"))
-    assert roofline == sorted(
-        key(r, "op", "bound", "arithmetic_intensity", "flops_per_s")
-        for r in rows_of("site_roofline", site_db, model)
-        if r["deployment"] == deployment and r["workload"] == workload
+    assert same(
+        roofline,
+        sorted(
+            key(r, "op", "bound", "arithmetic_intensity", "flops_per_s")
+            for r in rows_of("site_roofline", site_db, model)
+            if r["deployment"] == deployment and r["workload"] == workload
+        ),
     )
     assert page.errors() == []
     page.close()
+
+
+def test_design_playground_shows_the_comparison_rows(browser, site, design_db):
+    page = Page(browser, url(site, "design.html"))
+    con = duckdb.connect(str(design_db), read_only=True)
+    expected = [
+        dict(zip([d[0] for d in con.description], r, strict=True))
+        for r in con.execute("select * from component_comparison order by position, context").fetchall()
+    ]
+    con.close()
+    assert len(expected) == len(COMPONENTS) * 3
+    cells = page.cells("table-comparison")
+    for column in DESIGN.figures[0].columns:
+        assert same([c[column.name][0] for c in cells], [r[column.name] for r in expected]), column.name
+    cols = ("component", "origin", "context", "cache_bytes_per_request", "prefill_time_s", "decode_time_s")
+    for figure in ("comparison_cache", "comparison_prefill", "comparison_decode"):
+        assert same(sorted(key(r, *cols) for r in page.chart_rows(figure)), sorted(key(r, *cols) for r in expected))
+    # the recurrent state stays flat with context, the KV cache grows
+    state = {r["context"]: r["cache_bytes_per_request"] for r in expected if r["component"] == "gated_deltanet"}
+    kv = {r["context"]: r["cache_bytes_per_request"] for r in expected if r["component"] == "gqa_attention"}
+    assert len(set(state.values())) == 1 and kv[131072] == 64 * kv[2048]
+    assert page.errors() == []
+    page.close()
+
+
+def test_design_playground_without_a_design_store_says_so(browser, site_db, tmp_path):
+    out = tmp_path / "plain"
+    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(out), "-m", MODELS[0]])
+    assert result.exit_code == 0, result.output
+    page = Page(browser, url(out, "design.html"))
+    for figure in DESIGN.figures:
+        assert "No design store with a component comparison was given" in page.page.inner_text(f"#fig-{figure.id}")
+    assert page.page.locator("svg").count() == 0 and page.errors() == []
+    page.close()
+
+
+def test_design_store_errors_are_located(site_db, tmp_path):
+    args = ["site", "--db", str(site_db), "--out", str(tmp_path / "s"), "--design-store"]
+    result = CliRunner().invoke(cli, [*args, str(tmp_path / "none.duckdb")])
+    assert result.exit_code == 2 and "no design store at" in result.output and "archsql compare" in result.output
+    result = CliRunner().invoke(cli, [*args, str(site_db)])  # a main store: no comparison in it
+    assert result.exit_code == 2 and "holds no component_comparison" in result.output
 
 
 def test_pareto_frontier_is_the_undominated_points(browser, site, site_db):
@@ -366,7 +439,7 @@ def test_pareto_frontier_is_the_undominated_points(browser, site, site_db):
     cols = ("deployment", "workload", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "on_frontier")
     plotted = sorted(key(r, *cols) for r in page.chart_rows("pareto"))
     rows = rows_of("site_pareto", site_db, model)
-    assert plotted == sorted(key(r, *cols) for r in rows) and len(rows) > 10
+    assert same(plotted, sorted(key(r, *cols) for r in rows)) and len(rows) > 10
     step = {
         (r["deployment"], r["workload"]): r
         for r in queries.run("site_pareto", db=site_db).to_pylist()
@@ -418,4 +491,6 @@ def test_page_data_are_the_query_rows(site, site_db):
     payload = json.loads(text.removeprefix("ARCHSQL.load(").removesuffix(");\n"))
     table = payload["data"]["site_gallery"]
     rows = [dict(zip(table["columns"], r, strict=True)) for r in table["rows"]]
-    assert rows == rows_of("site_gallery", site_db)
+    expected = rows_of("site_gallery", site_db)
+    assert [list(r) for r in rows] == [list(r) for r in expected]
+    assert same([list(r.values()) for r in rows], [list(r.values()) for r in expected])

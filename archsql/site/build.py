@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from archsql import queries
 from archsql.errors import Issue, QueryError, StoreError, did_you_mean
 from archsql.output import human, human_bytes, human_seconds
-from archsql.site.pages import PAGES, Column, Figure, Page
+from archsql.site.pages import PAGES, VIEW_ORDER, Column, Figure, Page
 
 HERE = Path(__file__).parent
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
@@ -45,19 +45,27 @@ def slug(name: str) -> str:
     return safe if safe == name else f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = None) -> SiteReport:
-    """Write the site of the store ``db`` (every model, or ``models``) into the folder ``out``."""
+def build_site(
+    db: str | Path, out: str | Path, models: Sequence[str] | None = None, design_db: str | Path | None = None
+) -> SiteReport:
+    """Write the site of the store ``db`` (every model, or ``models``) into the folder ``out``;
+    the design playground reads the design store ``design_db`` (``archsql compare``) when given."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     t0 = time.perf_counter()
     db, out = Path(db), Path(out)
     if not db.is_file():
         raise StoreError(f"no store at {db}", [Issue("build one first: archsql build [MODELS] (or give --db PATH)")])
+    if design_db is not None and not Path(design_db).is_file():
+        raise StoreError(
+            f"no design store at {design_db}", [Issue("write one first: archsql compare SLOT -C … --store PATH")]
+        )
     _check_out(out)
-    results = _run_sources(db)
+    results = _run_sources(db, "main")
     known = results["site_gallery"].column("model").to_pylist()
     chosen = _choose(models, known)
     results = {name: _only(table, chosen) for name, table in results.items()}
+    results |= _run_sources(Path(design_db), "design") if design_db is not None else _empty_sources("design")
     by_model = {name: _by_model(table) for name, table in results.items()}
 
     env = Environment(
@@ -76,6 +84,7 @@ def build_site(db: str | Path, out: str | Path, models: Sequence[str] | None = N
 
     pages = 0
     pages += _page(env, out, _page_by_slug("gallery"), None, by_model, chosen)
+    pages += _page(env, out, _page_by_slug("design"), None, by_model, chosen)
     for model in chosen:
         for page in PAGES:
             if page.per_model:
@@ -118,17 +127,33 @@ def _prepare(out: Path) -> None:
 # ---------------------------------------------------------------------------- queries
 
 
-def _sources() -> list[str]:
-    return list(dict.fromkeys(f.source for page in PAGES for f in page.figures))
+def _sources(store: str | None = None) -> list[str]:
+    return list(dict.fromkeys(f.source for page in PAGES if store in (None, page.store) for f in page.figures))
 
 
-def _run_sources(db: Path) -> dict[str, pa.Table]:
+def _run_sources(db: Path, store: str) -> dict[str, pa.Table]:
     from archsql.api import query
 
     out = {}
-    for name in _sources():
-        out[name] = queries.run(name, db=db) if name in queries.saved() else query(f"select * from {name}", db=db)
+    for name in _sources(store):
+        if name in queries.saved():
+            out[name] = queries.run(name, db=db)
+        else:
+            try:
+                order = f" order by {VIEW_ORDER[name]}" if name in VIEW_ORDER else ""
+                out[name] = query(f"select * from {name}{order}", db=db)
+            except QueryError as exc:
+                if store != "design" or "does not exist" not in str(exc):
+                    raise
+                raise QueryError(
+                    f"the design store {db} holds no {name}",
+                    [Issue("write a comparison into it first: archsql compare SLOT -C … --store PATH")],
+                ) from None
     return out
+
+
+def _empty_sources(store: str) -> dict[str, pa.Table]:
+    return {name: pa.table({}) for name in _sources(store)}
 
 
 def _choose(models: Sequence[str] | None, known: list[str]) -> list[str]:
@@ -196,7 +221,10 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
         for c in page.controls
     }
     specs = {f.id: _spec(f) for f in page.figures if f.chart}
-    name = "index.html" if model is None else f"{page.slug}/{slug(model)}.html"
+    if model is None:
+        name = "index.html" if page.slug == "gallery" else f"{page.slug}.html"
+    else:
+        name = f"{page.slug}/{slug(model)}.html"
     data_file = f"data/{page.slug}.js" if model is None else f"data/{page.slug}-{slug(model)}.js"
     root = "" if model is None else "../"
     payload = {
@@ -275,13 +303,18 @@ def sql_of(name: str) -> str:
     for f in view_files():
         if f.name == name:
             return f.sql
+    from archsql.design.store import SQL_DIR
+
+    design = SQL_DIR / "views" / f"{name}.sql"
+    if design.is_file():
+        return design.read_text(encoding="utf-8")
     raise QueryError(f"no saved query or view named '{name}'")
 
 
 def _write_sql_pages(env, out: Path) -> None:
     template = env.get_template("sql.html.j2")
     for name in _sources():
-        kind = "saved query" if name in queries.saved() else "view"
+        kind = "saved query" if name in queries.saved() else "view"  # design views: in the design store
         (out / "sql" / f"{name}.html").write_text(
             template.render(name=name, kind=kind, sql=sql_of(name), root="../", pages=PAGES, models=[], model=None),
             encoding="utf-8",

@@ -153,3 +153,24 @@ def pareto(name: str) -> dict[str, Any]:
         .properties(width=WIDTH, height=HEIGHT)
         .to_dict(validate=True)
     )
+
+
+def comparison(field: str, title: str):
+    """A chart of one component_comparison column against context, one line per component
+    (labelled 'component @ origin': one component may come from two models)."""
+
+    def spec(name: str) -> dict[str, Any]:
+        return _spec(
+            alt.Chart(alt.NamedData(name))
+            .transform_calculate(label="datum.component + ' @ ' + datum.origin")
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),
+                y=alt.Y(f"{field}:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title=title),
+                color=alt.Color("label:N", title="component"),
+                tooltip=["label:N", "context:Q", alt.Tooltip(f"{field}:Q", format=".4~g")],
+            )
+        )
+
+    spec.__name__ = f"comparison_{field}"
+    return spec

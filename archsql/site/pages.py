@@ -45,6 +45,7 @@ class Page:
     controls: tuple[str, ...] = ()  # fields the page offers a selector for (first value selected)
     per_model: bool = False
     intro: str = ""
+    store: str = "main"  # "main": the --db store; "design": the --design-store of `archsql compare`
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -187,4 +188,64 @@ DEPLOY = Page(
     ),
 )
 
-PAGES = (GALLERY, INSPECTOR, DEPLOY)
+NO_DESIGN = (
+    "No design store with a component comparison was given: run `archsql compare SLOT -C COMPONENT@MODEL … "
+    "--store PATH`, then `archsql site --design-store PATH`."
+)
+
+DESIGN = Page(
+    slug="design",
+    title="Design playground",
+    store="design",
+    intro="Components compared for one slot under one contract (same d_model, batch, dtype and GPU; one layer each), "
+    "from the design store `archsql compare` wrote.",
+    figures=(
+        Figure(
+            "comparison",
+            "Component comparison",
+            "component_comparison",
+            NO_DESIGN,
+            columns=(
+                Column("component", "component"),
+                Column("origin", "from"),
+                Column("role", "role"),
+                Column("context", "context", "human"),
+                Column("params_per_layer", "params / layer", "human"),
+                Column("weight_bytes_per_layer", "weights / layer", "bytes"),
+                Column("cache_growth", "cache growth"),
+                Column("cache_bytes_per_request", "cache / request", "bytes"),
+                Column("prefill_time_s", "prefill", "seconds"),
+                Column("decode_time_s", "decode step", "seconds"),
+            ),
+        ),
+        Figure(
+            "comparison_cache",
+            "Cache bytes per request vs context, per component",
+            "component_comparison",
+            NO_DESIGN,
+            chart=charts.comparison("cache_bytes_per_request", "cache bytes per request (one layer)"),
+        ),
+        Figure(
+            "comparison_prefill",
+            "Prefill time vs context, per component",
+            "component_comparison",
+            NO_DESIGN,
+            chart=charts.comparison("prefill_time_s", "speed-of-light prefill time (s, one layer)"),
+        ),
+        Figure(
+            "comparison_decode",
+            "Decode step time vs context, per component",
+            "component_comparison",
+            NO_DESIGN,
+            chart=charts.comparison("decode_time_s", "speed-of-light decode step (s, one layer)"),
+        ),
+    ),
+)
+
+PAGES = (GALLERY, INSPECTOR, DEPLOY, DESIGN)
+
+# The row order of a named view read whole (a saved query orders its own rows).
+VIEW_ORDER = {
+    "checkpoint_reconciliation": "checkpoint, canonical_name, part",
+    "component_comparison": "position, context",
+}
