@@ -8,6 +8,9 @@ open (page load until every chart is drawn) < 2 s.
     PYTHONPATH=. python benchmarks/site_screens.py --db /tmp/catalog.duckdb      # a built catalog store
     PYTHONPATH=. python benchmarks/site_screens.py                               # builds the catalog first
     PYTHONPATH=. python benchmarks/site_screens.py --db S --model Qwen3-30B-A3B --shots docs/site
+    archsql compare attention -C gqa_attention@Meta-Llama-3.1-8B -C mla_attention@DeepSeek-V3 \
+        -C gated_deltanet@Qwen3.5-27B --d-model 4096 --context 2k,32k,128k --store /tmp/design.duckdb
+    PYTHONPATH=. python benchmarks/site_screens.py --db /tmp/catalog.duckdb --design-store /tmp/design.duckdb
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def main() -> int:
     ap.add_argument("--db", type=Path, help="a built store (default: build the whole catalog into a temp store)")
     ap.add_argument("--model", default="DeepSeek-V3", help="the model whose inspector and explorer are shot")
     ap.add_argument("--deployment", default="8xH200-tp8-ep8", help="the deployment the explorer shot selects")
+    ap.add_argument("--design-store", type=Path, help="a design store of `archsql compare` for the playground shot")
     ap.add_argument("--shots", type=Path, default=ROOT / "docs" / "site", help="screenshot folder")
     ap.add_argument("--repeat", type=int, default=3, help="gallery opens timed (best is reported)")
     args = ap.parse_args()
@@ -56,7 +60,7 @@ def main() -> int:
         print(f"{'store build':>16}: {time.perf_counter() - t:6.1f} s (the whole catalog)")
 
     out = tmp / "site"
-    report = build_site(db, out)
+    report = build_site(db, out, design_db=args.design_store)
     print(
         f"{'site build':>16}: {report.seconds:6.1f} s for {len(report.models)} models, {report.pages} pages, "
         f"{report.files} files, {report.bytes / 2**20:.1f} MiB {_verdict('build_s', report.seconds)}"
@@ -73,6 +77,7 @@ def main() -> int:
         "gallery.png": ("index.html", None),
         "inspector.png": (f"model/{slug(args.model)}.html", None),
         "deployment.png": (f"deploy/{slug(args.model)}.html", args.deployment),
+        "design.png": ("design.html", None),
         "sql.png": ("sql/site_gallery.html", None),
     }
     with sync_playwright() as p:
