@@ -334,6 +334,16 @@ def test_inspector_nodes_carry_params_and_formula_tooltips(browser, site, site_d
     for n in nodes:
         assert n["formula"] == formulas.get(n["uid"]), n["uid"]
         assert n["params"] == params.get(n["uid"]), n["uid"]
+    groups = page.page.evaluate(
+        """() => Array.from(document.querySelectorAll('details.group > summary')).filter((s) => s.querySelector('.layers'))
+             .map((s) => [s.querySelector('b').textContent, JSON.parse(s.querySelector('.layers').dataset.value)])"""
+    )
+    con = duckdb.connect(str(site_db), read_only=True)
+    schedule = con.execute(
+        "select template, count(*) from base_layer_schedule where model = ? group by template", [model]
+    ).fetchall()
+    con.close()
+    assert sorted(groups) == sorted(list(r) for r in schedule) == [["dense", 32]]
     q_proj = next(n for n in nodes if n["uid"].endswith("self_attn.q_proj"))
     assert q_proj["formula"] == "2·B·d_head·d_model·n_heads·s" and q_proj["bound"] == "33554432·B·s"
     page.close()

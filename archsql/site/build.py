@@ -83,8 +83,9 @@ def build_site(
     _write_sql_pages(env, out)
 
     pages = 0
-    pages += _page(env, out, _page_by_slug("gallery"), None, by_model, chosen)
-    pages += _page(env, out, _page_by_slug("design"), None, by_model, chosen)
+    for page in PAGES:  # the site-wide pages, then each model's
+        if not page.per_model:
+            pages += _page(env, out, page, None, by_model, chosen)
     for model in chosen:
         for page in PAGES:
             if page.per_model:
@@ -210,10 +211,6 @@ def _finite(v: Any) -> Any:
 # ---------------------------------------------------------------------------- pages
 
 
-def _page_by_slug(name: str) -> Page:
-    return next(p for p in PAGES if p.slug == name)
-
-
 def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[str]) -> int:
     data = {f.source: by_model[f.source].get(model, []) for f in page.figures}
     controls = {
@@ -261,13 +258,19 @@ def _spec(figure: Figure) -> dict[str, Any]:
 def _graph_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """site_graph rows nested stack → layer group (template) → component, in row order."""
     stacks: dict[Any, dict[Any, dict[Any, list]]] = {}
+    layers: dict[tuple[Any, Any], Any] = {}
     for row in rows:
         stacks.setdefault(row["stack"], {}).setdefault(row["template"], {}).setdefault(row["component"], []).append(row)
+        layers[row["stack"], row["template"]] = row["template_layers"]
     return [
         {
             "stack": stack,
             "groups": [
-                {"template": t, "components": [{"component": c, "nodes": n} for c, n in comps.items()]}
+                {
+                    "template": t,
+                    "layers": layers[stack, t],
+                    "components": [{"component": c, "nodes": n} for c, n in comps.items()],
+                }
                 for t, comps in templates.items()
             ],
         }
