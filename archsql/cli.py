@@ -51,6 +51,7 @@ LAZY_COMMANDS = {
     "edit": ("archsql.design.cli", "edit_cmd"),
     "diff": ("archsql.design.cli", "diff_cmd"),
     "audit": ("archsql.design.cli", "audit_cmd"),
+    "site": ("archsql.site.cli", "site_cmd"),  # archsql site: the static site (archsql/site/)
 }
 
 

@@ -24,5 +24,5 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # answers built on the store
     ("output", "api", "parameters", "sweep", "queries", "publish_check", "design", "kernel_corpus"),
     # commands
-    ("cli", "cli_params", "design.cli", "kernel_corpus.cli", "__main__"),
+    ("cli", "cli_params", "design.cli", "kernel_corpus.cli", "site", "__main__"),
 )

@@ -198,8 +198,8 @@ def test_number_formats() -> None:
 
 
 def test_lazy_commands_are_every_command_their_modules_define():
-    """`archsql` loads the design and kernel-corpus commands on first use, by name: each name
-    is its command's, and every command those modules give is listed."""
+    """`archsql` loads the design, kernel-corpus and site commands on first use, by name: each
+    name is its command's, and every command those modules give is listed."""
     import importlib
 
     from archsql.cli import LAZY_COMMANDS
@@ -207,5 +207,5 @@ def test_lazy_commands_are_every_command_their_modules_define():
 
     for name, (module, attr) in LAZY_COMMANDS.items():
         assert getattr(importlib.import_module(module), attr).name == name
-    assert {c.name for c in COMMANDS} | {"corpus", "bench"} == set(LAZY_COMMANDS)
+    assert {c.name for c in COMMANDS} | {"corpus", "bench", "site"} == set(LAZY_COMMANDS)
     assert set(LAZY_COMMANDS) <= set(cli.list_commands(None))

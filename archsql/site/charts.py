@@ -1,0 +1,176 @@
+"""Vega-Lite specs of the site's charts, written with altair over named data.
+
+Each function takes the name of the dataset (the saved query) and returns a spec; the page
+binds the query's rows to that name at load time and again whenever a filter changes, so the
+numbers drawn are the query's rows as they are (stacking and axes are Vega-Lite's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+
+WIDTH = 560
+HEIGHT = 320
+
+
+def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    return chart.properties(width=WIDTH, height=HEIGHT).to_dict(validate=True)
+
+
+def kv_curve(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),
+            y=alt.Y(
+                "bytes_per_request:Q",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(format="~s"),
+                title="cache bytes per request",
+            ),
+            color=alt.Color("model:N", legend=alt.Legend(columns=2, symbolLimit=60)),
+            tooltip=["model:N", "context:Q", alt.Tooltip("bytes_per_request:Q", format=",.0f")],
+        )
+    )
+
+
+def params_vs_active(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("params:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title="parameters"),
+            y=alt.Y(
+                "active_params:Q",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(format="~s"),
+                title="active parameters per token",
+            ),
+            color=alt.Color("attention_family:N", title="attention family"),
+            tooltip=[
+                "model:N",
+                alt.Tooltip("params:Q", format=",.0f"),
+                alt.Tooltip("active_params:Q", format=",.0f"),
+            ],
+        )
+    )
+
+
+def device_memory(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_bar()
+        .encode(
+            x=alt.X("workload:N", title="workload"),
+            xOffset=alt.XOffset("stage:N"),
+            y=alt.Y("bytes:Q", stack="zero", axis=alt.Axis(format="~s"), title="bytes per device"),
+            color=alt.Color("part:N", sort=["weights", "kv", "activations", "reserve"]),
+            tooltip=["workload:N", "stage:Q", "part:N", alt.Tooltip("bytes:Q", format=",.0f"), "fits:N"],
+        )
+    )
+
+
+def step_time(name: str) -> dict[str, Any]:
+    """One panel per phase, each with its own time axis (a long prefill would flatten decode)."""
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=alt.X("workload:N", title="workload"),
+            y=alt.Y("time_s:Q", stack="zero", axis=alt.Axis(format="~s"), title="speed-of-light step time (s)"),
+            color=alt.Color("bound:N", title="op bound by"),
+            tooltip=["workload:N", "bound:N", "ops:Q", alt.Tooltip("time_s:Q", format=".3e")],
+        )
+        .properties(width=WIDTH // 2 - 20, height=HEIGHT)
+    )
+    chart = alt.FacetChart(data=alt.NamedData(name), spec=bars, facet=alt.Facet("phase:N", title=None))
+    return chart.resolve_scale(x="independent", y="independent").to_dict(validate=True)
+
+
+def roofline(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("arithmetic_intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)"),
+            y=alt.Y("flops_per_s:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title="attained FLOP/s"),
+            color=alt.Color("bound:N", title="bound by"),
+            shape=alt.Shape("phase:N"),
+            tooltip=[
+                "op:N",
+                "bound:N",
+                alt.Tooltip("flops:Q", format=".3e"),
+                alt.Tooltip("bytes:Q", format=".3e"),
+                alt.Tooltip("arithmetic_intensity:Q", format=".3g"),
+                alt.Tooltip("flops_per_s:Q", format=".3e"),
+                alt.Tooltip("peak_flops_per_s:Q", format=".3e"),
+            ],
+        )
+    )
+
+
+def max_batch(name: str) -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),
+            y=alt.Y("max_batch:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title="max batch"),
+            color=alt.Color("limited_by:N", title="limited by"),
+            tooltip=["context:Q", alt.Tooltip("max_batch:Q", format=",.0f"), "limited_by:N"],
+        )
+    )
+
+
+def pareto(name: str) -> dict[str, Any]:
+    """Every decode point that fits; the frontier's points labelled with their deployment."""
+    base = alt.Chart().encode(
+        x=alt.X("tokens_per_s_per_user:Q", scale=alt.Scale(type="log"), title="tokens/s per user"),
+        y=alt.Y("tokens_per_s_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens/s per GPU"),
+    )
+    points = base.mark_point(filled=True).encode(
+        color=alt.Color("on_frontier:N", title="Pareto frontier", sort=[True, False]),
+        size=alt.condition("datum.on_frontier", alt.value(110), alt.value(40)),
+        tooltip=[
+            "deployment:N",
+            "workload:N",
+            "batch:Q",
+            "context:Q",
+            alt.Tooltip("tokens_per_s_per_user:Q", format=",.1f"),
+            alt.Tooltip("tokens_per_s_per_gpu:Q", format=",.1f"),
+        ],
+    )
+    labels = (
+        base.transform_filter("datum.on_frontier")
+        .mark_text(align="left", dx=7, dy=-6, fontSize=10)
+        .encode(text=alt.Text("deployment:N"))
+    )
+    return (
+        alt.layer(points, labels, data=alt.NamedData(name))
+        .properties(width=WIDTH, height=HEIGHT)
+        .to_dict(validate=True)
+    )
+
+
+def comparison(field: str, title: str):
+    """A chart of one component_comparison column against context, one line per component
+    (labelled 'component @ origin': one component may come from two models)."""
+
+    def spec(name: str) -> dict[str, Any]:
+        return _spec(
+            alt.Chart(alt.NamedData(name))
+            .transform_calculate(label="datum.component + ' @ ' + datum.origin")
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), title="context (tokens)"),
+                y=alt.Y(f"{field}:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"), title=title),
+                color=alt.Color("label:N", title="component"),
+                tooltip=["label:N", "context:Q", alt.Tooltip(f"{field}:Q", format=".4~g")],
+            )
+        )
+
+    spec.__name__ = f"comparison_{field}"
+    return spec

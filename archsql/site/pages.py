@@ -1,0 +1,251 @@
+"""The pages of the static site, as data: which saved query (or named view) feeds each figure,
+how the figure shows it, and what the page says when the store has no rows for it.
+
+A figure never computes a number: a table shows the query's columns, a chart is a Vega-Lite
+spec (:mod:`archsql.site.charts`) over the query's rows, and every figure links to the SQL
+that produced its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from archsql.site import charts
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: the query column, its header, and how its value is shown
+    (``human``, ``bytes``, ``seconds``, ``text``; the exact value is kept in ``data-value``)."""
+
+    name: str
+    header: str
+    fmt: str = "text"
+
+
+@dataclass(frozen=True)
+class Figure:
+    id: str
+    title: str
+    source: str  # a saved query (archsql/queries/NAME.sql) or a named view
+    empty: str  # what the page says when the source has no rows for what the page shows
+    chart: Callable[[str], dict[str, Any]] | None = None  # Vega-Lite spec over the named data `source`
+    columns: tuple[Column, ...] = ()  # a table when given
+    filters: tuple[str, ...] = ()  # page controls whose field filters this figure's rows
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Page:
+    slug: str  # "gallery", "model", "deploy"
+    title: str
+    figures: tuple[Figure, ...]
+    controls: tuple[str, ...] = ()  # fields the page offers a selector for (first value selected)
+    per_model: bool = False
+    intro: str = ""
+    store: str = "main"  # "main": the --db store; "design": the --design-store of `archsql compare`
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+GALLERY = Page(
+    slug="gallery",
+    title="Gallery",
+    intro="Every model in the store side by side. Click a header to sort; type or pick to filter the table and the plots.",
+    figures=(
+        Figure(
+            "models",
+            "Models",
+            "site_gallery",
+            "The store holds no models: build some with `archsql build`.",
+            columns=(
+                Column("model", "model"),
+                Column("params", "params", "human"),
+                Column("active_params", "active params", "human"),
+                Column("layers", "layers", "human"),
+                Column("attention_family", "attention family"),
+                Column("attention_pattern", "attention pattern"),
+                Column("kv_bytes_per_token_bf16", "KV / token bf16", "bytes"),
+                Column("kv_bytes_per_token_fp8", "KV / token fp8", "bytes"),
+                Column("kv_bytes_per_token_fp4", "KV / token fp4", "bytes"),
+                Column("state_bytes_per_request_bf16", "state / request bf16", "bytes"),
+            ),
+        ),
+        Figure(
+            "kv_curve",
+            "KV cache bytes per request vs context (bf16)",
+            "site_kv_curve",
+            "None of the models shown keeps a cache, or the store has no decode workloads "
+            "(`archsql workload add` adds one): there is no cache size per context to plot.",
+            chart=charts.kv_curve,
+            note="One line per model at every decode workload's context; sliding windows flatten, recurrent state stays flat.",
+        ),
+        Figure(
+            "params",
+            "Parameters vs active parameters",
+            "site_gallery",
+            "The store holds no models.",
+            chart=charts.params_vs_active,
+        ),
+    ),
+)
+
+INSPECTOR = Page(
+    slug="model",
+    title="Model inspector",
+    per_model=True,
+    intro="The evaluated graph, grouped by stack, layer group (template) and component. "
+    "Hover a FLOP count for its symbolic formula.",
+    figures=(
+        Figure("graph", "Evaluated graph", "site_graph", "The store has no graph rows for this model."),
+        Figure(
+            "caches",
+            "Caches",
+            "site_caches",
+            "This model keeps no cache across decode steps.",
+            columns=(
+                Column("uid", "node"),
+                Column("cache", "cache"),
+                Column("kind", "kind"),
+                Column("growth", "growth law"),
+                Column("window", "window", "human"),
+                Column("ratio", "ratio", "human"),
+                Column("elements", "elements / token", "human"),
+                Column("dtype", "dtype"),
+            ),
+        ),
+        Figure(
+            "checkpoint",
+            "Checkpoint reconciliation",
+            "checkpoint_reconciliation",
+            "No checkpoint is attached to this model in this store, so there is no per-tensor reconciliation "
+            "to show (archsql.store.write_checkpoint attaches one; `archsql validate MODEL --checkpoint PATH` "
+            "checks one without keeping it).",
+            columns=(
+                Column("checkpoint", "checkpoint"),
+                Column("canonical_name", "tensor"),
+                Column("status", "status"),
+                Column("expected_dtype", "expected dtype"),
+                Column("actual_dtype", "actual dtype"),
+                Column("expected_shape", "expected shape"),
+                Column("actual_shape", "actual shape"),
+                Column("expected_bytes", "expected bytes", "human"),
+                Column("actual_bytes", "actual bytes", "human"),
+            ),
+        ),
+    ),
+)
+
+DEPLOY = Page(
+    slug="deploy",
+    title="Deployment explorer",
+    per_model=True,
+    controls=("deployment", "workload"),
+    intro="Speed of light and memory of this model on one deployment; pick the deployment and the workload.",
+    figures=(
+        Figure(
+            "memory",
+            "Per-device memory by part",
+            "site_device_memory",
+            "The store has no per-device memory rows for this model on this deployment.",
+            chart=charts.device_memory,
+            filters=("deployment",),
+        ),
+        Figure(
+            "step_time",
+            "Step time by what bounds each op",
+            "site_step_time",
+            "The store has no speed-of-light rows for this model on this deployment.",
+            chart=charts.step_time,
+            filters=("deployment",),
+        ),
+        Figure(
+            "roofline",
+            "Roofline of op kinds",
+            "site_roofline",
+            "The store has no op rows with FLOPs and bytes for this model, deployment and workload.",
+            chart=charts.roofline,
+            filters=("deployment", "workload"),
+        ),
+        Figure(
+            "max_batch",
+            "Max batch vs context",
+            "site_max_batch",
+            "Not one request fits on this deployment at any stored decode context (or the store has no decode "
+            "workloads), so there is no max batch to plot.",
+            chart=charts.max_batch,
+            filters=("deployment",),
+        ),
+        Figure(
+            "pareto",
+            "Decode throughput: per GPU vs per user, every deployment",
+            "site_pareto",
+            "No decode step of this model fits on any deployment in the store, so there is no throughput to plot.",
+            chart=charts.pareto,
+            note="Every stored deployment × decode workload that fits; the frontier's points are labelled.",
+        ),
+    ),
+)
+
+NO_DESIGN = (
+    "No design store with a component comparison was given: run `archsql compare SLOT -C COMPONENT@MODEL … "
+    "--store PATH`, then `archsql site --design-store PATH`."
+)
+
+DESIGN = Page(
+    slug="design",
+    title="Design playground",
+    store="design",
+    intro="Components compared for one slot under one contract (same d_model, batch, dtype and GPU; one layer each), "
+    "from the design store `archsql compare` wrote.",
+    figures=(
+        Figure(
+            "comparison",
+            "Component comparison",
+            "component_comparison",
+            NO_DESIGN,
+            columns=(
+                Column("component", "component"),
+                Column("origin", "from"),
+                Column("role", "role"),
+                Column("context", "context", "human"),
+                Column("params_per_layer", "params / layer", "human"),
+                Column("weight_bytes_per_layer", "weights / layer", "bytes"),
+                Column("cache_growth", "cache growth"),
+                Column("cache_bytes_per_request", "cache / request", "bytes"),
+                Column("prefill_time_s", "prefill", "seconds"),
+                Column("decode_time_s", "decode step", "seconds"),
+            ),
+        ),
+        Figure(
+            "comparison_cache",
+            "Cache bytes per request vs context, per component",
+            "component_comparison",
+            NO_DESIGN,
+            chart=charts.comparison("cache_bytes_per_request", "cache bytes per request (one layer)"),
+        ),
+        Figure(
+            "comparison_prefill",
+            "Prefill time vs context, per component",
+            "component_comparison",
+            NO_DESIGN,
+            chart=charts.comparison("prefill_time_s", "speed-of-light prefill time (s, one layer)"),
+        ),
+        Figure(
+            "comparison_decode",
+            "Decode step time vs context, per component",
+            "component_comparison",
+            NO_DESIGN,
+            chart=charts.comparison("decode_time_s", "speed-of-light decode step (s, one layer)"),
+        ),
+    ),
+)
+
+PAGES = (GALLERY, INSPECTOR, DEPLOY, DESIGN)
+
+# The row order of a named view read whole (a saved query orders its own rows).
+VIEW_ORDER = {
+    "checkpoint_reconciliation": "checkpoint, canonical_name, part",
+    "component_comparison": "position, context",
+}

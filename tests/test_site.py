@@ -1,0 +1,506 @@
+"""``archsql site``: every page opens from file:// in a real headless browser (Debian's
+chromium driven by playwright) with no console errors, and what it shows is the store's own
+query results: numbers read back from the DOM and from the charts' bound data are compared
+with the saved queries (and the formulas table) run against the same store."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from archsql import queries
+from archsql.cli import cli
+from archsql.site.build import show, slug
+from archsql.site.pages import DESIGN, GALLERY, PAGES
+
+# Full attention, a sliding window, and an encoder with a real checkpoint attached
+# (all-MiniLM-L6-v2's header: tests/fixtures/tensors) and no decode phase.
+MODELS = ("Meta-Llama-3.1-8B", "Mistral-7B-Instruct-v0.1", "all-MiniLM-L6-v2")
+CHECKPOINTED = "all-MiniLM-L6-v2"
+
+
+def chromium() -> str | None:
+    """Debian's chromium (installed by .ci/run), or $ARCHSQL_CHROMIUM."""
+    for candidate in (os.environ.get("ARCHSQL_CHROMIUM"), "chromium", "chromium-browser"):
+        if candidate and (path := shutil.which(candidate)):
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def site_db(store_of, tmp_path_factory) -> Path:
+    from archsql.ingest import read_checkpoint
+    from archsql.store import write_checkpoint
+    from tests.test_ingest_headers import write_header
+    from tests.test_reconciliation import minilm_header
+
+    tmp = tmp_path_factory.mktemp("site-store")
+    db = tmp / "store.duckdb"
+    shutil.copyfile(store_of(*MODELS), db)
+    header = write_header(tmp / "model.safetensors", minilm_header())
+    write_checkpoint(db, read_checkpoint(header), model=CHECKPOINTED)
+    return db
+
+
+# Two components for the attention slot (a growing KV cache, a constant recurrent state)
+COMPONENTS = ("gqa_attention@Meta-Llama-3.1-8B", "gated_deltanet@Qwen3.5-27B")
+
+
+@pytest.fixture(scope="module")
+def design_db(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("design") / "design.duckdb"
+    args = ["compare", "attention", *[a for c in COMPONENTS for a in ("-C", c)], "--d-model", "2048"]
+    result = CliRunner().invoke(cli, [*args, "--context", "2k,32k,128k", "--store", str(db)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+@pytest.fixture(scope="module")
+def site(site_db, design_db, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
+    args = ["--db", str(site_db), "site", "--out", str(out), "--design-store", str(design_db)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "wrote 8 pages for 3 models" in result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium()
+    if path is None:
+        pytest.skip("no chromium on this machine (apt-get install chromium; .ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class Page:
+    """A page opened from file://, its console messages and uncaught errors collected."""
+
+    def __init__(self, browser, url: str):
+        self.page = browser.new_page()
+        self.messages: list[tuple[str, str]] = []
+        self.page.on("console", lambda m: self.messages.append((m.type, m.text)))
+        self.page.on("pageerror", lambda e: self.messages.append(("pageerror", str(e))))
+        self.page.goto(url)
+        self.wait(1)
+
+    def wait(self, renders: int) -> None:
+        self.page.wait_for_function(f"Number(document.body.dataset.ready || 0) >= {renders}", timeout=20_000)
+
+    def errors(self) -> list[tuple[str, str]]:
+        return [m for m in self.messages if m[0] in ("error", "pageerror", "warning")]
+
+    def chart_rows(self, figure: str) -> list[dict]:
+        """The rows a chart's Vega view holds in its named dataset (what it plots)."""
+        return self.page.evaluate(
+            "(id) => { const v = ARCHSQL.views[id]; return v ? v.data(ARCHSQL.specs[id].data.name) : null; }", figure
+        )
+
+    def cells(self, table: str) -> list[dict]:
+        """Each shown row of a table: column -> (data-value parsed, text shown)."""
+        return self.page.evaluate(
+            """(id) => Array.from(document.querySelectorAll(`#${id} tbody tr`)).filter((tr) => !tr.hidden)
+                 .map((tr) => Object.fromEntries(Array.from(tr.querySelectorAll('td[data-col]'))
+                   .map((td) => [td.dataset.col, [JSON.parse(td.dataset.value), td.textContent.trim()]])))""",
+            table,
+        )
+
+    def close(self) -> None:
+        self.page.close()
+
+
+def url(site: Path, path: str) -> str:
+    return (site / path).resolve().as_uri()
+
+
+def page_paths() -> list[str]:
+    paths = ["index.html", "design.html"]
+    for model in MODELS:
+        paths += [f"{p.slug}/{slug(model)}.html" for p in PAGES if p.per_model]
+    return paths
+
+
+def rows_of(name: str, db: Path, model: str | None = None) -> list[dict]:
+    rows = queries.run(name, db=db).to_pylist()
+    return [r for r in rows if model is None or r["model"] == model]
+
+
+def key(row: dict, *cols: str) -> tuple:
+    return tuple(row[c] for c in cols)
+
+
+def same(shown, stored) -> bool:
+    """Equal, floats to 1e-12 relative: a float summed by two runs of one query may differ in
+    its last bit (DuckDB adds in parallel), which is not a number the page changed."""
+    if isinstance(shown, list | tuple) and isinstance(stored, list | tuple):
+        return len(shown) == len(stored) and all(same(a, b) for a, b in zip(shown, stored, strict=True))
+    if isinstance(shown, float) or isinstance(stored, float):
+        return shown is not None and stored is not None and math.isclose(shown, stored, rel_tol=1e-12)
+    return shown == stored
+
+
+# ---------------------------------------------------------------------------- without a browser
+
+
+def test_unknown_model_is_a_located_error(site_db, tmp_path):
+    result = CliRunner().invoke(cli, ["--db", str(site_db), "site", "--out", str(tmp_path), "--models", "Llama-3.1-8B"])
+    assert result.exit_code == 2
+    assert "model 'Llama-3.1-8B' is not in the store" in result.output
+    assert "did you mean 'Meta-Llama-3.1-8B'?" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_store_says_how_to_build_one(tmp_path):
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "none.duckdb"), "site", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "no store at" in result.output and "archsql build" in result.output
+
+
+def test_models_option_writes_only_those(site_db, tmp_path):
+    out = tmp_path / "one"
+    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(out), "-m", MODELS[0]])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (out / "model").iterdir()) == [f"{slug(MODELS[0])}.html"]
+    payload = (out / "data" / "gallery.js").read_text()
+    assert MODELS[0] in payload and MODELS[1] not in payload
+
+
+def test_out_is_a_new_folder_or_an_earlier_site(site_db, tmp_path):
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(other)])
+    assert result.exit_code == 2 and "holds other files and no earlier site" in result.output
+    assert (other / "notes.txt").read_text() == "keep me" and sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(other / "notes.txt")])
+    assert result.exit_code == 2 and "is a file" in result.output
+    # writing again over an earlier site leaves no page of a model no longer asked for
+    out = tmp_path / "again"
+    for models in (f"{MODELS[0]},{MODELS[1]}", MODELS[1]):
+        result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(out), "--models", models])
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (out / "model").iterdir()) == [f"{slug(MODELS[1])}.html"]
+
+
+def test_serve_answers_on_loopback(site):
+    import threading
+    import urllib.request
+
+    from archsql.site.build import serve
+
+    server = serve(site, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=10) as r:
+            assert r.status == 200 and b"Gallery" in r.read()
+        from archsql.errors import QueryError
+
+        with pytest.raises(QueryError, match=f"cannot serve on 127.0.0.1:{port}"):
+            serve(site, port)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_every_figure_links_to_its_sql(site):
+    for page in PAGES:
+        for figure in page.figures:
+            text = (site / "sql" / f"{figure.source}.html").read_text()
+            first = (
+                queries.text(figure.source) if figure.source in queries.saved() else f"view {figure.source}"
+            ).splitlines()[0]
+            assert first.replace("'", "&#39;").replace(">", "&gt;") in text or first in text
+
+
+# ---------------------------------------------------------------------------- in the browser
+
+
+@pytest.mark.parametrize("path", page_paths())
+def test_page_opens_from_file_without_console_errors(browser, site, path):
+    page = Page(browser, url(site, path))
+    assert page.errors() == []
+    page.close()
+
+
+def test_sql_pages_open_without_errors(browser, site):
+    for path in sorted((site / "sql").iterdir()):
+        page = browser.new_page()
+        messages = []
+        page.on("console", lambda m, messages=messages: messages.append(m.type))
+        page.on("pageerror", lambda e, messages=messages: messages.append("pageerror"))
+        page.goto(path.resolve().as_uri())
+        assert page.locator("#sql").inner_text().strip()
+        assert [m for m in messages if m in ("error", "pageerror")] == []
+        page.close()
+
+
+def test_gallery_table_shows_the_query_rows(browser, site, site_db):
+    page = Page(browser, url(site, "index.html"))
+    shown = {c["model"][0]: c for c in page.cells("table-models")}
+    expected = {r["model"]: r for r in rows_of("site_gallery", site_db)}
+    assert sorted(shown) == sorted(expected) == sorted(MODELS)
+    columns = GALLERY.figures[0].columns
+    for model, row in expected.items():
+        for column in columns:
+            value, text = shown[model][column.name]
+            assert same(value, row[column.name]), (model, column.name)
+            if column.name != "model":
+                assert text == show(row[column.name], column), (model, column.name)
+    page.close()
+
+
+def test_gallery_charts_plot_the_query_rows(browser, site, site_db):
+    page = Page(browser, url(site, "index.html"))
+    cols = ("model", "context", "bytes_per_request")
+    plotted = sorted(key(r, *cols) for r in page.chart_rows("kv_curve"))
+    assert same(plotted, sorted(key(r, *cols) for r in rows_of("site_kv_curve", site_db)))
+    # the window flattens the curve: Mistral's cache stops growing past its 4096-token window
+    mistral = sorted(
+        (r["context"], r["bytes_per_request"]) for r in page.chart_rows("kv_curve") if "Mistral" in r["model"]
+    )
+    assert len(mistral) >= 3 and mistral[-1][1] == mistral[-2][1] > 0
+    params = sorted(key(r, "model", "params", "active_params") for r in page.chart_rows("params"))
+    assert same(params, sorted(key(r, "model", "params", "active_params") for r in rows_of("site_gallery", site_db)))
+    page.close()
+
+
+def test_gallery_filters_change_the_plotted_data(browser, site):
+    page = Page(browser, url(site, "index.html"))
+    before = {r["model"] for r in page.chart_rows("kv_curve")}
+    page.page.fill("#filter-model", "mistral")
+    page.wait(2)
+    assert {r["model"] for r in page.chart_rows("kv_curve")} == {"Mistral-7B-Instruct-v0.1"} != before
+    assert [c["model"][0] for c in page.cells("table-models")] == ["Mistral-7B-Instruct-v0.1"]
+    assert page.page.inner_text("#shown-count") == "1"
+    page.page.fill("#filter-model", "")
+    page.wait(3)
+    family = page.page.evaluate("() => document.querySelector('#filter-attention_family option[value=GQA]').value")
+    page.page.select_option("#filter-attention_family", family)
+    page.wait(4)
+    shown = {c["model"][0] for c in page.cells("table-models")}
+    assert shown == {"Meta-Llama-3.1-8B", "Mistral-7B-Instruct-v0.1"}
+    assert {r["model"] for r in page.chart_rows("params")} == shown
+    assert page.errors() == []
+    page.close()
+
+
+def test_gallery_sorts_by_a_column(browser, site):
+    page = Page(browser, url(site, "index.html"))
+    page.page.click("#table-models th[data-col=params]")
+    asc = [c["params"][0] for c in page.cells("table-models")]
+    page.page.click("#table-models th[data-col=params]")
+    desc = [c["params"][0] for c in page.cells("table-models")]
+    assert asc == sorted(asc) and desc == sorted(asc, reverse=True)
+    page.close()
+
+
+def test_inspector_nodes_carry_params_and_formula_tooltips(browser, site, site_db):
+    model = "Meta-Llama-3.1-8B"
+    page = Page(browser, url(site, f"model/{slug(model)}.html"))
+    nodes = page.page.evaluate(
+        """() => Array.from(document.querySelectorAll('#fig-graph tr[data-uid]')).map((tr) => ({
+             uid: tr.dataset.uid,
+             params: JSON.parse(tr.querySelector('td[data-col=params]').dataset.value),
+             formula: tr.querySelector('.formula') ? tr.querySelector('.formula').getAttribute('title') : null,
+             bound: tr.querySelector('.formula') ? tr.querySelector('.formula').textContent : null }))"""
+    )
+    con = duckdb.connect(str(site_db), read_only=True)
+    formulas = dict(
+        con.execute(
+            "select uid, symbolic from formulas where model = ? and phase = 'prefill' and quantity = 'flops'", [model]
+        ).fetchall()
+    )
+    params = dict(con.execute("select uid, params from int_node_params where model = ?", [model]).fetchall())
+    uids = {r[0] for r in con.execute("select uid from base_nodes where model = ?", [model]).fetchall()}
+    con.close()
+    assert {n["uid"] for n in nodes} == uids
+    with_formula = [n for n in nodes if n["formula"] is not None]
+    assert len(with_formula) == len(formulas) > 10
+    for n in nodes:
+        assert n["formula"] == formulas.get(n["uid"]), n["uid"]
+        assert n["params"] == params.get(n["uid"]), n["uid"]
+    groups = page.page.evaluate(
+        """() => Array.from(document.querySelectorAll('details.group > summary')).filter((s) => s.querySelector('.layers'))
+             .map((s) => [s.querySelector('b').textContent, JSON.parse(s.querySelector('.layers').dataset.value)])"""
+    )
+    con = duckdb.connect(str(site_db), read_only=True)
+    schedule = con.execute(
+        "select template, count(*) from base_layer_schedule where model = ? group by template", [model]
+    ).fetchall()
+    con.close()
+    assert sorted(groups) == sorted(list(r) for r in schedule) == [["dense", 32]]
+    q_proj = next(n for n in nodes if n["uid"].endswith("self_attn.q_proj"))
+    assert q_proj["formula"] == "2·B·d_head·d_model·n_heads·s" and q_proj["bound"] == "33554432·B·s"
+    page.close()
+
+
+def test_inspector_shows_the_checkpoint_or_says_there_is_none(browser, site, site_db):
+    page = Page(browser, url(site, f"model/{slug(CHECKPOINTED)}.html"))
+    cells = page.cells("table-checkpoint")
+    con = duckdb.connect(str(site_db), read_only=True)
+    expected = con.execute(
+        "select canonical_name, status, actual_bytes from checkpoint_reconciliation where model = ?", [CHECKPOINTED]
+    ).fetchall()
+    con.close()
+    assert len(expected) == 104
+    assert sorted((c["canonical_name"][0], c["status"][0], c["actual_bytes"][0]) for c in cells) == sorted(expected)
+    page.close()
+    page = Page(browser, url(site, f"model/{slug(MODELS[0])}.html"))
+    assert page.page.locator("#table-checkpoint").count() == 0
+    assert "No checkpoint is attached to this model" in page.page.inner_text("#fig-checkpoint .empty")
+    page.close()
+
+
+def test_deployment_explorer_plots_the_selected_deployment(browser, site, site_db):
+    model = "Meta-Llama-3.1-8B"
+    page = Page(browser, url(site, f"deploy/{slug(model)}.html"))
+    memory = rows_of("site_device_memory", site_db, model)
+    cols = ("deployment", "workload", "stage", "part", "bytes")
+    for n, deployment in enumerate(sorted({r["deployment"] for r in memory})[:2]):
+        if n:
+            page.page.select_option("#filter-deployment", deployment)
+            page.wait(2)
+        assert page.page.input_value("#filter-deployment") == deployment
+        plotted = sorted(key(r, *cols) for r in page.chart_rows("memory"))
+        assert same(plotted, sorted(key(r, *cols) for r in memory if r["deployment"] == deployment))
+        steps = sorted(key(r, "workload", "bound", "time_s") for r in page.chart_rows("step_time"))
+        assert same(
+            steps,
+            sorted(
+                key(r, "workload", "bound", "time_s")
+                for r in rows_of("site_step_time", site_db, model)
+                if r["deployment"] == deployment
+            ),
+        )
+    workload = page.page.input_value("#filter-workload")
+    roofline = sorted(key(r, "op", "bound", "arithmetic_intensity", "flops_per_s") for r in page.chart_rows("roofline"))
+    assert same(
+        roofline,
+        sorted(
+            key(r, "op", "bound", "arithmetic_intensity", "flops_per_s")
+            for r in rows_of("site_roofline", site_db, model)
+            if r["deployment"] == deployment and r["workload"] == workload
+        ),
+    )
+    assert page.errors() == []
+    page.close()
+
+
+def test_design_playground_shows_the_comparison_rows(browser, site, design_db):
+    page = Page(browser, url(site, "design.html"))
+    con = duckdb.connect(str(design_db), read_only=True)
+    expected = [
+        dict(zip([d[0] for d in con.description], r, strict=True))
+        for r in con.execute("select * from component_comparison order by position, context").fetchall()
+    ]
+    con.close()
+    assert len(expected) == len(COMPONENTS) * 3
+    cells = page.cells("table-comparison")
+    for column in DESIGN.figures[0].columns:
+        assert same([c[column.name][0] for c in cells], [r[column.name] for r in expected]), column.name
+    cols = ("component", "origin", "context", "cache_bytes_per_request", "prefill_time_s", "decode_time_s")
+    for figure in ("comparison_cache", "comparison_prefill", "comparison_decode"):
+        assert same(sorted(key(r, *cols) for r in page.chart_rows(figure)), sorted(key(r, *cols) for r in expected))
+    # the recurrent state stays flat with context, the KV cache grows
+    state = {r["context"]: r["cache_bytes_per_request"] for r in expected if r["component"] == "gated_deltanet"}
+    kv = {r["context"]: r["cache_bytes_per_request"] for r in expected if r["component"] == "gqa_attention"}
+    assert len(set(state.values())) == 1 and kv[131072] == 64 * kv[2048]
+    assert page.errors() == []
+    page.close()
+
+
+def test_design_playground_without_a_design_store_says_so(browser, site_db, tmp_path):
+    out = tmp_path / "plain"
+    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(out), "-m", MODELS[0]])
+    assert result.exit_code == 0, result.output
+    page = Page(browser, url(out, "design.html"))
+    for figure in DESIGN.figures:
+        assert "No design store with a component comparison was given" in page.page.inner_text(f"#fig-{figure.id}")
+    assert page.page.locator("svg").count() == 0 and page.errors() == []
+    page.close()
+
+
+def test_design_store_errors_are_located(site_db, tmp_path):
+    args = ["site", "--db", str(site_db), "--out", str(tmp_path / "s"), "--design-store"]
+    result = CliRunner().invoke(cli, [*args, str(tmp_path / "none.duckdb")])
+    assert result.exit_code == 2 and "no design store at" in result.output and "archsql compare" in result.output
+    result = CliRunner().invoke(cli, [*args, str(site_db)])  # a main store: no comparison in it
+    assert result.exit_code == 2 and "holds no component_comparison" in result.output
+
+
+def test_pareto_frontier_is_the_undominated_points(browser, site, site_db):
+    model = "Meta-Llama-3.1-8B"
+    page = Page(browser, url(site, f"deploy/{slug(model)}.html"))
+    cols = ("deployment", "workload", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "on_frontier")
+    plotted = sorted(key(r, *cols) for r in page.chart_rows("pareto"))
+    rows = rows_of("site_pareto", site_db, model)
+    assert same(plotted, sorted(key(r, *cols) for r in rows)) and len(rows) > 10
+    step = {
+        (r["deployment"], r["workload"]): r
+        for r in queries.run("site_pareto", db=site_db).to_pylist()
+        if r["model"] == model
+    }
+    assert len(step) == len(rows)  # one point per deployment × decode workload that fits
+
+    def dominated(p):
+        return any(
+            q["tokens_per_s_per_gpu"] >= p["tokens_per_s_per_gpu"]
+            and q["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
+            and (q["tokens_per_s_per_gpu"], q["tokens_per_s_per_user"])
+            != (p["tokens_per_s_per_gpu"], p["tokens_per_s_per_user"])
+            for q in rows
+        )
+
+    assert [r["on_frontier"] for r in rows] == [not dominated(r) for r in rows]
+    assert any(r["on_frontier"] for r in rows)
+    con = duckdb.connect(str(site_db), read_only=True)
+    fits = con.execute(
+        "select count(*) from step_sol where model = ? and phase = 'decode' and fits and time_s > 0", [model]
+    ).fetchone()[0]
+    con.close()
+    assert fits == len(rows)
+    page.close()
+
+
+def test_a_missing_part_is_said_not_drawn_empty(browser, site, site_db):
+    """The encoder keeps no cache: its inspector says so, and the gallery's cache plot, filtered
+    to it, says there is nothing to plot instead of drawing empty axes."""
+    assert rows_of("site_caches", site_db, CHECKPOINTED) == rows_of("site_kv_curve", site_db, CHECKPOINTED) == []
+    page = Page(browser, url(site, f"model/{slug(CHECKPOINTED)}.html"))
+    assert "keeps no cache" in page.page.inner_text("#fig-caches .empty")
+    assert page.page.locator("#table-caches").count() == 0
+    page.close()
+    page = Page(browser, url(site, "index.html"))
+    assert not page.page.is_visible("#fig-kv_curve .empty")
+    page.page.fill("#filter-model", "minilm")
+    page.wait(2)
+    assert page.page.is_visible("#fig-kv_curve .empty") and not page.page.is_visible("#chart-kv_curve")
+    assert page.page.is_visible("#chart-params")  # the encoder has parameters to plot
+    assert page.errors() == []
+    page.close()
+
+
+def test_page_data_are_the_query_rows(site, site_db):
+    """The data file of a page holds the query's rows as they are (no number made on the way)."""
+    text = (site / "data" / "gallery.js").read_text()
+    payload = json.loads(text.removeprefix("ARCHSQL.load(").removesuffix(");\n"))
+    table = payload["data"]["site_gallery"]
+    rows = [dict(zip(table["columns"], r, strict=True)) for r in table["rows"]]
+    expected = rows_of("site_gallery", site_db)
+    assert [list(r) for r in rows] == [list(r) for r in expected]
+    assert same([list(r.values()) for r in rows], [list(r.values()) for r in expected])
