@@ -51,6 +51,7 @@ LAZY_COMMANDS = {
     "edit": ("archsql.design.cli", "edit_cmd"),
     "diff": ("archsql.design.cli", "diff_cmd"),
     "audit": ("archsql.design.cli", "audit_cmd"),
+    "kernels": ("archsql.launch_cli", "kernels_cmd"),  # archsql kernels MODEL --framework vllm@0.11 ...
 }
 
 

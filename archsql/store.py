@@ -40,6 +40,7 @@ from archsql import __version__
 from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
 from archsql.gpus import load_gpus
+from archsql.gpus.architectures import gpu_architectures_table
 from archsql.schema.fusion import fusion_rules_table
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
@@ -62,6 +63,7 @@ _DEFAULTS = {
     "deployment_mesh": lambda: load_default("deployment_mesh"),
     "frameworks": lambda: load_default("frameworks"),
     "deployment_frameworks": lambda: load_default("deployment_frameworks"),
+    "deployment_flags": lambda: PARAMETER_TABLES["deployment_flags"].empty_table(),  # every flag at its default
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
@@ -70,6 +72,7 @@ _REFERENCE = {
     "op_kernels": lambda: _primitives().op_kernels_table(),
     "op_math": lambda: _primitives().op_math_table(),
     "fusion_rules": lambda: fusion_rules_table(FUSION_DIR),
+    "gpu_architectures": gpu_architectures_table,
 }
 
 
