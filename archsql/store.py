@@ -116,7 +116,8 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     con.begin()
     try:
         existing = _table_names(con)
-        _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES, **REFERENCE_TABLES, **CHECKPOINT_TABLES}, path)
+        # reference tables are rewritten from code below: an earlier layout of one is replaced, not refused
+        _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES, **CHECKPOINT_TABLES}, path)
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
         for name, table in evaluated.items():
@@ -129,7 +130,11 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
                 _check_keys(name, default, PARAMETER_KEYS[name])
                 _replace_table(con, name, default, exists=False, key=PARAMETER_KEYS[name])
         for name, rows in _REFERENCE.items():  # from code: rewritten on every build
-            _replace_table(con, name, rows(), exists=name in existing, key=REFERENCE_KEYS[name])
+            exists = name in existing
+            if exists and [r[0] for r in con.execute(f'describe "{name}"').fetchall()] != REFERENCE_TABLES[name].names:
+                con.execute(f'drop table "{name}"')  # an earlier archsql's layout
+                exists = False
+            _replace_table(con, name, rows(), exists=exists, key=REFERENCE_KEYS[name])
         for name, schema in CHECKPOINT_TABLES.items():  # filled by write_checkpoint
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)

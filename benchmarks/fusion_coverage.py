@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     cases, _ = read_peers(args.cases)
     con = store.connect(args.db, read_only=False)
     models = prepare(con, cases)
+    con.close()
+    store.refresh_store(args.db)  # the derived rows of the cases' deployments: point queries read them
+    from archsql.kernel_corpus.storage import connect_read_only
+
+    con = connect_read_only(args.db)
     con.execute(
         "create or replace temp table keys (model varchar, deployment varchar, workload varchar, framework varchar, version varchar)"
     )

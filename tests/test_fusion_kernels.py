@@ -234,3 +234,57 @@ def test_kernels_command_prints_the_launch_list(fusion_db):
     bad = run("Meta-Llama-3.1-8B", "--framework", "vllm@0.9", "--deployment", "1xH200-single")
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     assert "unknown vllm version '0.9'" in bad.stderr
+
+
+def test_a_fused_moe_call_is_measured_as_one_and_priced_by_its_kernels(fusion_db):
+    """SGLang's fused_experts is one call of several kernels (w13 grouped GEMM, SiLU-and-mul,
+    w2 grouped GEMM, sum): the region rule fused_moe groups the routed experts from dispatch to
+    combine as one measured unit (op kind moe) but fuses nothing — the w13 and SiLU-and-mul
+    rules still make its kernels.  DeepSeek-V3 on 8×H200 TP8 + EP8, decode B = 64: the
+    whole-MoE signature is tokens = 64, hidden = d_model = 7168, inter = d_ff_expert = 2048
+    (moe_tp 1), top-k 8 of 256 experts, one launch per MoE layer (58)."""
+    key = "model = 'DeepSeek-V3' and deployment = '8xH200-tp8-ep8' and framework = 'sglang' and version = '0.5'"
+    with connect(fusion_db) as con:
+        hits = con.execute(
+            f"select rule, launched, call, reason from fusion_hits where {key} and phase = 'decode'"
+            " and members[1] like 'decoder/moe/mlp.%' and rule in ('fused_moe', 'fused_moe_w13', 'silu_and_mul')"
+            " order by rule, members"
+        ).fetchall()
+        calls = dict(
+            con.execute(
+                f"select kernel_uid, call_uid from launched_kernels where {key} and workload = 'decode_b64_c2k'"
+                " and kernel_uid like 'decoder/moe/mlp.%'"
+            ).fetchall()
+        )
+        moe = con.execute(
+            f"select uid, tokens, hidden, inter, topk, experts, launches from launched_signatures where {key}"
+            " and workload = 'decode_b64_c2k' and op_kind = 'moe'"
+        ).fetchall()
+    assert hits == [
+        ("fused_moe", True, True, None),
+        ("fused_moe_w13", True, False, None),
+        ("silu_and_mul", True, False, None),  # the routed experts' act → gated
+        ("silu_and_mul", True, False, None),  # the shared expert's
+    ]
+    call = "decoder/moe/mlp.act"
+    assert {k for k, c in calls.items() if c == call} == {
+        "decoder/moe/mlp.act",  # silu_and_mul
+        "decoder/moe/mlp.combine",
+        "decoder/moe/mlp.dispatch",
+        "decoder/moe/mlp.down_proj",
+        "decoder/moe/mlp.gate_proj",  # fused_moe_w13
+    }
+    assert moe == [(call, 64, 7168, 2048, 8, 256, 58)]
+
+
+def test_a_merged_gemm_is_measured_as_one_gemm(fusion_db):
+    """Llama-3.1-8B's merged QKV on 8×H200 TP8 is one GEMM of n = (32 + 8 + 8) · 128 / 8 = 768
+    columns (q: 4096 / 8 = 512, k and v: 1024 / 8 = 128 each) over k = d_model = 4096, m = 64
+    tokens at decode B = 64."""
+    with connect(fusion_db) as con:
+        rows = con.execute(
+            "select op_kind, m, n, k from launched_signatures where model = 'Meta-Llama-3.1-8B'"
+            " and deployment = '8xH200-tp8' and workload = 'decode_b64_c2k' and framework = 'vllm'"
+            " and version = '0.11' and rule = 'merged_qkv_projection'"
+        ).fetchall()
+    assert rows == [("gemm", 64, 512 + 128 + 128, 4096)]

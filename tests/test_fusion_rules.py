@@ -86,6 +86,12 @@ def test_broken_patterns_and_names_are_located(tmp_path):
     bad_flag = RULE.replace("    kernel: silu_and_mul\n", "    kernel: silu_and_mul\n    when: { flag: { nme: x } }\n")
     with pytest.raises(SpecError, match="unknown flag key 'nme'"):
         parse_rule_file(_write(tmp_path, bad_flag))
+    region = RULE.replace("chain: [ { op: silu }, { op: mul, port: 0 } ]", "region: [ { op: dispatch } ]")
+    with pytest.raises(SpecError, match=r"\$.rules\[0\].pattern.region: a region has two node patterns"):
+        parse_rule_file(_write(tmp_path, region))
+    call = RULE.replace("    kernel: silu_and_mul\n", "    kernel: silu_and_mul\n    call: yes please\n")
+    with pytest.raises(SpecError, match="call must be true or false"):
+        parse_rule_file(_write(tmp_path, call))
     bad_role = RULE.replace("{ op: silu }", "{ op: silu, role: [] }")
     with pytest.raises(
         SpecError, match=r"\$.rules\[0\].pattern.chain\[0\].role: role must be a str or a non-empty list"

@@ -17,6 +17,12 @@ A node pattern: ``op`` (required: one op or a list of ops), ``role`` (one role o
 DeepSeek shared expert has role ``ffn_moe``, a dense MLP ``ffn``) and ``port``.  A chain has
 two or more node patterns; ``port`` of node i is the input port reading node i-1 (a node
 pattern may name a collective, ``all_reduce``, inserted on its consumer's port).
+``region: [FROM, TO]`` matches a node FROM and every node its output reaches inside its
+component instance (its uid up to the last '.') up to nodes matching TO, inclusive: the
+routed experts' dispatch → w13 GEMM → SiLU-and-mul → w2 GEMM → combine of one fused-MoE call.
+A rule with ``call: true`` is such a framework call of several kernels: its group is measured as
+one (``op_kind``, the corpus's whole-MoE rows) but fuses nothing — its kernels are the other
+rules' — so it neither takes members from other rules nor is taken.
 ``node: N`` matches one node and only names the kernel it launches (the MLA decode kernel,
 the DSA indexer's logits kernel): nothing is fused, the launch list says which kernel runs.
 
@@ -43,8 +49,8 @@ from archsql.schema.checks import Collector
 from archsql.schema.yamlsrc import load_yaml
 
 FILE_KEYS = ("framework", "versions", "rules")
-RULE_KEYS = ("name", "doc", "pattern", "kernel", "when", "source")
-PATTERNS = ("chain", "siblings", "node")
+RULE_KEYS = ("name", "doc", "pattern", "kernel", "op_kind", "call", "when", "source")
+PATTERNS = ("chain", "siblings", "node", "region")
 NODE_KEYS = ("op", "role", "port")
 WHEN_KEYS = ("tp_min", "phase", "flag", "dim_in", "act_dtype", "gpu_family", "model_roles")
 FLAG_KEYS = ("name", "default")
@@ -63,9 +69,16 @@ FUSION_RULES_SCHEMA = pa.schema(
         ("priority", pa.int32()),  # the rule's place in its file: a node joins the first rule that takes it
         ("pattern", pa.string()),  # chain | siblings | node
         # chain: the nodes in order, each port the input reading the previous node; siblings:
-        # one step, its port the shared input's; node: one step (port unused).  roles null: any
+        # one step, its port the shared input's; node: one step (port unused); region: [from,
+        # to].  roles null: any
         ("steps", pa.list_(STEP_TYPE)),
         ("kernel", pa.string()),
+        # the measured op kind of the kernel (the corpus registry's: moe, mla, gemm, ...) when the
+        # group is measured as one kernel; null: its anchor's
+        ("op_kind", pa.string()),
+        # a call: one framework call of several kernels (a fused-MoE call: w13 GEMM, SiLU-and-mul,
+        # w2 GEMM, sum) measured as one; it fuses nothing and takes no member from another rule
+        ("call", pa.bool_()),
         ("tp_min", pa.int64()),
         ("phase", pa.string()),
         ("flag", pa.string()),
@@ -179,7 +192,7 @@ def _rule(col: Collector, rule: Any, path: str, file: tuple[str, str, str], prio
             rule,
             "pattern",
             f"{path}.pattern",
-            "a pattern is one of chain: [A, B, ...], siblings: S or node: N",
+            "a pattern is one of chain: [A, B, ...], siblings: S, node: N or region: [FROM, TO]",
             hint="e.g. pattern: { chain: [ { op: silu }, { op: mul, port: 0 } ] }",
         )
         return None
@@ -189,9 +202,18 @@ def _rule(col: Collector, rule: Any, path: str, file: tuple[str, str, str], prio
             col.add(pattern, "chain", f"{path}.pattern.chain", "a chain has two or more node patterns [A, B, ...]")
             return None
         steps = [_node(col, b, f"{path}.pattern.chain[{i}]") for i, b in enumerate(body)]
+    elif kind == "region":
+        if not isinstance(body, list) or len(body) != 2:
+            col.add(pattern, "region", f"{path}.pattern.region", "a region has two node patterns [FROM, TO]")
+            return None
+        steps = [_node(col, b, f"{path}.pattern.region[{i}]") for i, b in enumerate(body)]
     else:
         steps = [_node(col, body, f"{path}.pattern.{kind}")]
     if any(s is None for s in steps):
+        return None
+    call = rule.get("call", False)
+    if not isinstance(call, bool):
+        col.add(rule, "call", f"{path}.call", "call must be true or false", got=repr(call), value=True)
         return None
     framework, version, versions = file
     return {
@@ -203,6 +225,8 @@ def _rule(col: Collector, rule: Any, path: str, file: tuple[str, str, str], prio
         "pattern": kind,
         "steps": steps,
         "kernel": rule["kernel"],
+        "op_kind": rule.get("op_kind"),
+        "call": call,
         **when,
         "source_file": source["file"],
         "source_function": source["function"],

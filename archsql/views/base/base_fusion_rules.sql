@@ -9,6 +9,8 @@ select
     pattern,
     steps,
     kernel,
+    op_kind,
+    call,
     tp_min,
     phase,
     flag,

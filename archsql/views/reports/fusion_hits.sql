@@ -1,6 +1,7 @@
 -- Every match of a fusion rule (fusion_matches) on every deployment, with its conditions
 -- tested: applied when every condition holds, launched when applied and no earlier rule of
--- its file (a lower priority) that applies takes one of its members.  A group not launched
+-- its file (a lower priority) that applies takes one of its members (a call — several kernels
+-- measured as one — takes nothing and is not taken).  A group not launched
 -- runs unfused, and reason says why (every failing condition, or the rule that took it).
 with
 
@@ -24,6 +25,7 @@ rules as (
         framework,
         version,
         rule,
+        call,
         tp_min,
         phase,
         flag,
@@ -75,6 +77,7 @@ model_roles as (
 tested as (
     select
         m.*,
+        r.call,
         d.deployment,
         list_filter(
             [
@@ -140,7 +143,7 @@ taken as (
         on
             b.model = a.model and b.phase = a.phase and b.deployment = a.deployment
             and b.framework = a.framework and b.version = a.version
-            and b.priority < a.priority and b.pattern <> 'node' and a.pattern <> 'node'
+            and b.priority < a.priority and b.pattern <> 'node' and a.pattern <> 'node' and not a.call and not b.call
             and len(list_intersect(a.members, b.members)) > 0
     group by a.model, a.phase, a.deployment, a.framework, a.version, a.rule, a.members
 )
@@ -157,6 +160,7 @@ select
     t.kernel,
     t.input_uid,
     t.members,
+    t.call,
     len(t.failed) = 0 as applied,
     len(t.failed) = 0 and k.taken_by is null as launched,
     case

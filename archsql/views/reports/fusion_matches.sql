@@ -1,7 +1,8 @@
 -- Where each framework version's fusion rules match each model's op graph, per phase: one row
 -- per matched group — a chain (each node read by the next on the rule's port), a set of
--- siblings (nodes of one op and role reading the same input) or a single node (a rule naming
--- the kernel it launches) — with its members (a chain in chain order, siblings sorted).
+-- siblings (nodes of one op and role reading the same input), a region (a node and what it
+-- feeds inside its component instance, up to an end node) or a single node (a rule naming the
+-- kernel it launches) — with its members (a chain in chain order, siblings sorted).
 -- Structure only: whether a deployment meets the rule's conditions is fusion_hits'.
 with recursive
 
@@ -127,6 +128,56 @@ siblings as (
     having count(distinct e.dst_uid) >= 2
 ),
 
+-- a region: from a node matching its first step, forward inside the node's component
+-- instance, stopping at nodes matching its second step (kept)
+region_walk (framework, version, rule, model, phase, start_uid, uid, is_end) as (
+    select
+        r.framework,
+        r.version,
+        r.rule,
+        n.model,
+        n.phase,
+        n.uid as start_uid,
+        n.uid,
+        false as is_end
+    from rules as r
+    inner join nodes as n
+        on list_contains(r.steps[1].ops, n.op) and (r.steps[1].roles is null or list_contains(r.steps[1].roles, n.role))
+    where r.pattern = 'region'
+    union
+    select
+        w.framework,
+        w.version,
+        w.rule,
+        w.model,
+        w.phase,
+        w.start_uid,
+        e.dst_uid as uid,
+        list_contains(r.steps[2].ops, n.op) and (r.steps[2].roles is null or list_contains(r.steps[2].roles, n.role))
+            as is_end
+    from region_walk as w
+    inner join rules as r on r.framework = w.framework and r.version = w.version and r.rule = w.rule
+    inner join edges as e on e.model = w.model and e.phase = w.phase and e.src_uid = w.uid
+    inner join nodes as n on n.model = e.model and n.phase = e.phase and n.uid = e.dst_uid
+    where
+        not w.is_end
+        and regexp_replace(e.dst_uid, '\.[^./]*$', '') = regexp_replace(w.start_uid, '\.[^./]*$', '')
+),
+
+regions as (
+    select
+        framework,
+        version,
+        rule,
+        model,
+        phase,
+        start_uid as input_uid,
+        list(distinct uid order by uid) as members
+    from region_walk
+    group by framework, version, rule, model, phase, start_uid
+    having bool_or(is_end)
+),
+
 singles as (
     select
         r.framework,
@@ -148,6 +199,8 @@ matches as (
     select * from siblings
     union all
     select * from singles
+    union all
+    select * from regions
 )
 
 select

@@ -1,7 +1,7 @@
 -- Speed of light of every op as a framework version launches it (fusion_hits launched on the
 -- deployment): op_sol's row with the HBM bytes a fused kernel does not move taken off, and
--- the kernel the op runs in.  For every link X → Y of a chain, Y's read of X's output, and X's
--- write of it when nothing outside the kernel reads it; for siblings (a merged GEMM), every
+-- the kernel the op runs in.  For every edge X → Y inside a chain or a region, Y's read of X's
+-- output, and X's write of it when nothing outside the kernel reads it; for siblings (a merged GEMM), every
 -- member but the first no longer reads the shared input.  Per edge instance
 -- (int_fusion_edges), the bytes of one pass of the tensor per device
 -- (int_device_op_values.output_bytes per instance).
@@ -25,7 +25,23 @@ hits as (
         input_uid,
         members
     from fusion_hits
-    where launched
+    where launched and not call
+),
+
+-- the call (several kernels measured as one: a fused-MoE call) each node belongs to
+calls as (
+    select
+        h.model,
+        h.deployment,
+        h.phase,
+        h.framework,
+        h.version,
+        m.uid,
+        min(h.members[1]) as call_uid
+    from fusion_hits as h
+    cross join unnest(h.members) as m(uid)
+    where h.launched and h.call
+    group by h.model, h.deployment, h.phase, h.framework, h.version, m.uid
 ),
 
 -- one pass of a node's output on one device (all its instances' output over its instances)
@@ -60,36 +76,81 @@ consumers as (
     group by model, phase, src_uid
 ),
 
--- the links of every launched chain: (producer, consumer) of consecutive members
-links as (
+-- the edges inside every launched chain or region: both ends members
+member_of as (
     select
-        h.*,
-        h.members[k] as src_uid,
-        h.members[k + 1] as dst_uid
+        h.model,
+        h.phase,
+        h.deployment,
+        h.framework,
+        h.version,
+        h.rule,
+        h.members,
+        m.uid
     from hits as h
-    cross join range(1, len(h.members)) as r(k)
-    where h.pattern = 'chain'
+    cross join unnest(h.members) as m(uid)
+    where h.pattern in ('chain', 'region')
 ),
 
--- bytes a member no longer moves: (member, tensor, passes) per launched group
+links as (
+    select
+        a.model,
+        a.phase,
+        a.deployment,
+        a.framework,
+        a.version,
+        a.rule,
+        a.members,
+        e.src_uid,
+        e.dst_uid,
+        e.instances
+    from member_of as a
+    inner join edges as e on e.model = a.model and e.phase = a.phase and e.src_uid = a.uid
+    inner join member_of as b
+        on
+            b.model = a.model and b.phase = a.phase and b.deployment = a.deployment and b.framework = a.framework
+            and b.version = a.version and b.rule = a.rule and b.members = a.members and b.uid = e.dst_uid
+),
+
+-- a producer whose every reader is inside its group writes nothing out
+inside as (
+    select
+        l.model,
+        l.phase,
+        l.deployment,
+        l.framework,
+        l.version,
+        l.rule,
+        l.members,
+        l.src_uid,
+        count(distinct l.dst_uid) = any_value(c.readers) as all_inside
+    from links as l
+    inner join consumers as c on c.model = l.model and c.phase = l.phase and c.uid = l.src_uid
+    group by l.model, l.phase, l.deployment, l.framework, l.version, l.rule, l.members, l.src_uid
+),
+
+-- bytes a member no longer moves: (member, tensor, passes) per launched group — for every
+-- internal edge X → Y, Y's read of X's output, and X's write of it when no reader is outside
 chain_saves as (
     select
         l.model, l.phase, l.deployment, l.framework, l.version, l.rule,
         l.src_uid as tensor_uid,
         l.dst_uid as uid,
-        e.instances as passes
+        l.instances as passes
     from links as l
-    inner join edges as e on e.model = l.model and e.phase = l.phase and e.src_uid = l.src_uid and e.dst_uid = l.dst_uid
     union all
     select
         l.model, l.phase, l.deployment, l.framework, l.version, l.rule,
         l.src_uid as tensor_uid,
         l.src_uid as uid,
-        e.instances as passes
+        max(l.instances) as passes
     from links as l
-    inner join edges as e on e.model = l.model and e.phase = l.phase and e.src_uid = l.src_uid and e.dst_uid = l.dst_uid
-    inner join consumers as c on c.model = l.model and c.phase = l.phase and c.uid = l.src_uid
-    where c.readers = 1
+    inner join inside as x
+        on
+            x.model = l.model and x.phase = l.phase and x.deployment = l.deployment and x.framework = l.framework
+            and x.version = l.version and x.rule = l.rule and x.members = l.members and x.src_uid = l.src_uid
+    where x.all_inside
+    group by l.model, l.phase, l.deployment, l.framework, l.version, l.rule, l.members, l.src_uid
 ),
 
 sibling_saves as (
@@ -207,7 +268,8 @@ fused as (
         -- kernel's anchor, else that kernel, else the node itself
         coalesce(f.kernel_uid, fa.kernel_uid, b.kernel_uid, o.uid) as kernel_uid,
         coalesce(f.kernel, fa.kernel, nm.kernel, na.kernel, b.op_kind, o.op) as kernel,
-        coalesce(f.rule, fa.rule, nm.rule, na.rule) as rule
+        coalesce(f.rule, fa.rule, nm.rule, na.rule) as rule,
+        c.call_uid
     from ops as o
     cross join versions as v
     left join saved as s
@@ -223,6 +285,9 @@ fused as (
     left join named as nm
         on nm.model = o.model and nm.deployment = o.deployment and nm.phase = o.phase
         and nm.framework = v.framework and nm.version = v.version and nm.uid = o.uid
+    left join calls as c
+        on c.model = o.model and c.deployment = o.deployment and c.phase = o.phase
+        and c.framework = v.framework and c.version = v.version and c.uid = o.uid
     left join named as na
         on na.model = o.model and na.deployment = o.deployment and na.phase = o.phase
         and na.framework = v.framework and na.version = v.version and na.uid = b.kernel_uid and b.kernel_uid <> o.uid
@@ -250,5 +315,6 @@ select
     kernel_uid,
     kernel,
     rule,
-    unfused_time_s
+    unfused_time_s,
+    call_uid
 from fused

@@ -26,7 +26,8 @@ ops as (
         unfused_time_s,
         kernel_uid,
         kernel,
-        rule
+        rule,
+        call_uid
     from kernel_sol
 ),
 
@@ -51,7 +52,8 @@ kernels as (
         sum(compute_s) as compute_s,
         sum(memory_s) as memory_s,
         sum(comm_s) as comm_s,
-        sum(unfused_time_s) as unfused_time_s
+        sum(unfused_time_s) as unfused_time_s,
+        min(call_uid) as call_uid
     from ops
     group by model, deployment, workload, framework, version, kernel_uid
     having sum(flops) > 0 or sum(bytes) > 0 or sum(comm_bytes) > 0
@@ -85,5 +87,6 @@ select
         when coalesce(compute_s, 0) >= memory_s then 'compute'
         else 'memory'
     end as bound,
-    unfused_time_s
+    unfused_time_s,
+    call_uid
 from kernels

@@ -1,27 +1,30 @@
--- Every kernel a framework version launches (launched_kernels) next to the measured kernel of
--- the same workload signature (launched_signatures: a merged GEMM as the one GEMM it runs),
+-- Every kernel a framework version launches (launched_kernels; the kernels of one framework
+-- call, a fused-MoE call, as one unit) next to the measured kernel of the same workload signature (launched_signatures: a merged GEMM as the one GEMM it runs),
 -- joined with the corpus exactly, under two policies: 'framework' — the launching framework's
 -- own measurements (corpus library = framework), its newest version with a row, then the
 -- fastest — and 'envelope' — the fastest correct row of any library.  A kernel without a
 -- measurement keeps its speed-of-light time and says why.
 with
 
+-- the measured units: a launched kernel, or the kernels of one framework call together (a
+-- fused-MoE call, measured as one whole-MoE row)
 kernels as (
     select
         k.model,
         k.deployment,
-        d.gpu,
+        any_value(d.gpu) as gpu,
         k.workload,
-        k.phase,
+        any_value(k.phase) as phase,
         k.framework,
         k.version,
-        k.kernel_uid as uid,
-        k.kernel,
-        k.rule,
-        k.members,
-        k.time_s as sol_s
+        coalesce(k.call_uid, k.kernel_uid) as uid,
+        string_agg(k.kernel, ' + ' order by k.kernel_uid) as kernel,
+        string_agg(distinct k.rule, ', ' order by k.rule) as rule,
+        flatten(list(k.members order by k.kernel_uid)) as members,
+        sum(k.time_s) as sol_s
     from launched_kernels as k
     inner join base_deployments as d on d.deployment = k.deployment
+    group by k.model, k.deployment, k.workload, k.framework, k.version, coalesce(k.call_uid, k.kernel_uid)
 ),
 
 signatures as not materialized (
