@@ -288,3 +288,18 @@ def test_a_merged_gemm_is_measured_as_one_gemm(fusion_db):
             " and version = '0.11' and rule = 'merged_qkv_projection'"
         ).fetchall()
     assert rows == [("gemm", 64, 512 + 128 + 128, 4096)]
+
+
+def test_a_gpu_family_condition_names_the_gpu_and_its_family(flagged_db):
+    """vLLM's FlashMLA decode kernel runs on Hopper and Blackwell (mla_decode_attention:
+    gpu_family [hopper, blackwell]); were the H200 an Ampere part, the MLA decode would run
+    unnamed and the reason would say which GPU and family failed."""
+    con = flagged_db
+    query = (
+        "select launched, reason from fusion_hits where model = 'DeepSeek-V3' and deployment = '8xH200-tp8-ep8'"
+        " and framework = 'vllm' and version = '0.11' and phase = 'decode' and rule = 'mla_decode_attention'"
+        " and members = ['decoder/moe/self_attn.scores']"
+    )
+    assert con.execute(query).fetchall() == [(True, None)]
+    con.execute("update gpu_architectures set family = 'ampere' where gpu = 'H200 SXM'")
+    assert con.execute(query).fetchall() == [(False, "GPU H200 SXM (ampere) not in [hopper, blackwell] (gpu_family)")]

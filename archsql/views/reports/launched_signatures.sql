@@ -3,8 +3,8 @@
 -- and for a merged GEMM (a siblings rule: q/k/v, gate/up, the routed experts' w13) the one
 -- GEMM it runs — the members share m (tokens) and k, their n add up.  A group whose rule
 -- names a measured op kind (base_fusion_rules.op_kind) is that kernel: 'moe' — a fused-MoE
--- call, from its first grouped GEMM (tokens, hidden = its k, inter = its n × moe_tp, experts)
--- and the MoE component's top_k — and 'mla' — the MLA attention kernel, from its score (batch, q_len, kv_len,
+-- call, from its first grouped GEMM (tokens, hidden = its k, inter = its n × moe_tp, experts,
+-- moe_tp, ep) and the MoE component's top_k — and 'mla' — the MLA attention kernel, from its score (batch, q_len, kv_len,
 -- heads) and the MLA component's dims (d_kv_lora, d_qk_rope, d_qk_nope, d_v_head).  A fused
 -- chain whose anchor has no measured op kind (silu_and_mul, add + RMSNorm) has no signature.
 with
@@ -72,6 +72,8 @@ moe as (
         min(x.value) as topk,
         min(s.experts) as experts,
         min(s.dtype) as dtype,
+        min(s.tp) as tp,
+        min(s.ep) as ep,
         min(s.launches) as launches
     from measured_groups as g
     inner join int_fusion_graph as e on e.model = g.model and e.phase = g.phase and e.src_uid = g.input_uid
@@ -187,8 +189,8 @@ call_rows as (
         mo.dtype,
         null::varchar as weight_dtype,
         null::varchar as kv_dtype,
-        null::bigint as tp,
-        null::bigint as ep,
+        mo.tp,
+        mo.ep,
         null::bigint as nodes,
         null::bigint as m,
         null::bigint as n,
