@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from archsql import store
 from archsql.cli import cli
-from archsql.store import connect
+from archsql.store import connect, insert_deployments, keep_deployments
 
 MODELS = ("Meta-Llama-3.1-8B", "Qwen3-30B-A3B", "DeepSeek-V3")
 HBM = 4.8e12  # H200 bytes/s
@@ -303,3 +303,26 @@ def test_a_gpu_family_condition_names_the_gpu_and_its_family(flagged_db):
     assert con.execute(query).fetchall() == [(True, None)]
     con.execute("update gpu_architectures set family = 'ampere' where gpu = 'H200 SXM'")
     assert con.execute(query).fetchall() == [(False, "GPU H200 SXM (ampere) not in [hopper, blackwell] (gpu_family)")]
+
+
+def test_a_drafting_deployment_saves_per_forward_it_runs(fusion_db, tmp_path):
+    """DeepSeek-V3's MTP layer runs k = 2 forwards per decode step on a drafting deployment
+    (op_sol.runs); its fused kernels save per forward.  Its routed experts' SiLU output has
+    the shape of one of the 58 MoE layers', so the MTP SiLU-and-mul saves 2 / 58 of what the
+    58 MoE layers' save in one step."""
+    db = tmp_path / "mtp.duckdb"
+    shutil.copy(fusion_db, db)
+    con = connect(db, read_only=False)
+    insert_deployments(con, [{"deployment": "8xH200-tp8-ep8-mtp2", "speculative_tokens": 2}], like="8xH200-tp8-ep8")
+    keep_deployments(con, ["8xH200-tp8-ep8-mtp2"])
+    saved = dict(
+        con.execute(
+            "select split_part(uid, '/', 1), sum(saved_bytes) from kernel_sol where model = 'DeepSeek-V3'"
+            " and deployment = '8xH200-tp8-ep8-mtp2' and workload = 'decode_b64_c2k' and framework = 'vllm'"
+            " and version = '0.11' and uid in ('mtp/mtp/layer.mlp.act', 'mtp/mtp/layer.mlp.gated',"
+            " 'decoder/moe/mlp.act', 'decoder/moe/mlp.gated') group by 1"
+        ).fetchall()
+    )
+    con.close()
+    assert saved["decoder"] > 0
+    assert saved["mtp"] == pytest.approx(2 / 58 * saved["decoder"], rel=1e-12)

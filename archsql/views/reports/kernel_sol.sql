@@ -4,7 +4,8 @@
 -- output, and X's write of it when nothing outside the kernel reads it; for siblings (a merged GEMM), every
 -- member but the first no longer reads the shared input.  Per edge instance
 -- (int_fusion_edges), the bytes of one pass of the tensor per device
--- (int_device_op_values.output_bytes per instance).
+-- (int_device_op_values.output_bytes per instance), times the forwards the op runs per step
+-- (op_sol.runs: k per decode step for a drafting deployment's MTP layers).
 with
 
 ops as (
@@ -254,13 +255,13 @@ fused as (
         o.op,
         o.role,
         o.flops,
-        o.bytes - coalesce(s.saved_bytes, 0) as bytes,
-        coalesce(s.saved_bytes, 0) as saved_bytes,
+        o.bytes - coalesce(s.saved_bytes, 0) * o.runs as bytes,
+        coalesce(s.saved_bytes, 0) * o.runs as saved_bytes,
         coalesce(s.fused_by, []) as fused_by,
         o.comm_bytes,
         o.compute_s,
         -- op_sol's memory time scaled to the bytes the fused kernel moves (one bandwidth source)
-        case when o.bytes > 0 then o.memory_s * (o.bytes - coalesce(s.saved_bytes, 0)) / o.bytes else o.memory_s end
+        case when o.bytes > 0 then o.memory_s * (o.bytes - coalesce(s.saved_bytes, 0) * o.runs) / o.bytes else o.memory_s end
             as memory_s,
         o.comm_s,
         o.time_s as unfused_time_s,
