@@ -52,6 +52,7 @@ LAZY_COMMANDS = {
     "diff": ("archsql.design.cli", "diff_cmd"),
     "audit": ("archsql.design.cli", "audit_cmd"),
     "site": ("archsql.site.cli", "site_cmd"),  # archsql site: the static site (archsql/site/)
+    "kernels": ("archsql.launch_cli", "kernels_cmd"),  # archsql kernels MODEL --framework vllm@0.11 ...
 }
 
 

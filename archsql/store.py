@@ -40,6 +40,7 @@ from archsql import __version__
 from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
 from archsql.gpus import load_gpus
+from archsql.gpus.architectures import gpu_architectures_table
 from archsql.schema.fusion import fusion_rules_table
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
@@ -72,6 +73,7 @@ _DEFAULTS = {
     "deployment_mesh": lambda: load_default("deployment_mesh"),
     "frameworks": lambda: load_default("frameworks"),
     "deployment_frameworks": lambda: load_default("deployment_frameworks"),
+    "deployment_flags": lambda: PARAMETER_TABLES["deployment_flags"].empty_table(),  # every flag at its default
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
@@ -80,6 +82,7 @@ _REFERENCE = {
     "op_kernels": lambda: _primitives().op_kernels_table(),
     "op_math": lambda: _primitives().op_math_table(),
     "fusion_rules": lambda: fusion_rules_table(FUSION_DIR),
+    "gpu_architectures": gpu_architectures_table,
 }
 
 
@@ -132,7 +135,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     con.begin()
     try:
         existing = _table_names(con)
-        notes = _bring_layouts_up_to_date(con, existing, models, path)
+        notes = _bring_layouts_up_to_date(con, existing, models, path)  # reference tables: rewritten
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
         for name, table in evaluated.items():
@@ -145,7 +148,11 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
                 _check_keys(name, default, PARAMETER_KEYS[name])
                 _replace_table(con, name, default, exists=False, key=PARAMETER_KEYS[name])
         for name, rows in _REFERENCE.items():  # from code: rewritten on every build
-            _replace_table(con, name, rows(), exists=name in existing, key=REFERENCE_KEYS[name])
+            exists = name in existing
+            if exists and [r[0] for r in con.execute(f'describe "{name}"').fetchall()] != REFERENCE_TABLES[name].names:
+                con.execute(f'drop table "{name}"')  # an earlier archsql's layout
+                exists = False
+            _replace_table(con, name, rows(), exists=exists, key=REFERENCE_KEYS[name])
         for name, schema in CHECKPOINT_TABLES.items():  # filled by write_checkpoint
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)

@@ -207,5 +207,5 @@ def test_lazy_commands_are_every_command_their_modules_define():
 
     for name, (module, attr) in LAZY_COMMANDS.items():
         assert getattr(importlib.import_module(module), attr).name == name
-    assert {c.name for c in COMMANDS} | {"corpus", "bench", "site"} == set(LAZY_COMMANDS)
+    assert {c.name for c in COMMANDS} | {"corpus", "bench", "site", "kernels"} == set(LAZY_COMMANDS)
     assert set(LAZY_COMMANDS) <= set(cli.list_commands(None))

@@ -139,7 +139,10 @@ def test_a_writable_connection_reads_live_views_so_its_own_writes_show(store_of,
     con.close()
 
 
-_EMPTY_TABLE_ROWS = {"workload_images": {"workload": WORKLOAD, "image_patches": 256}}
+_EMPTY_TABLE_ROWS = {
+    "workload_images": {"workload": WORKLOAD, "image_patches": 256},
+    "deployment_flags": {"deployment": "1xH200-single", "flag": "enable_fi_allreduce_fusion", "enabled": True},
+}
 
 
 @pytest.mark.parametrize("table", sorted(PARAMETER_TABLES))

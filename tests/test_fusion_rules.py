@@ -24,6 +24,12 @@ rules:
 """
 
 
+@pytest.fixture(scope="module")
+def fusion_db(store_of):
+    # the store tests/test_fusion_kernels.py reads too (store_of builds it once per session)
+    return store_of("Meta-Llama-3.1-8B", "Qwen3-30B-A3B", "DeepSeek-V3")
+
+
 def _write(tmp_path: Path, text: str, name: str = "vllm-0.11.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -60,9 +66,9 @@ def test_a_source_without_its_function_is_an_error(tmp_path):
 
 
 def test_broken_patterns_and_names_are_located(tmp_path):
-    three = RULE.replace("{ op: mul, port: 0 } ]", "{ op: mul, port: 0 }, { op: add } ]")
-    with pytest.raises(SpecError, match=r"\$.rules\[0\].pattern.chain: a chain has two node patterns"):
-        parse_rule_file(_write(tmp_path, three))
+    one = RULE.replace("[ { op: silu }, { op: mul, port: 0 } ]", "[ { op: silu } ]")
+    with pytest.raises(SpecError, match=r"\$.rules\[0\].pattern.chain: a chain has two or more node patterns"):
+        parse_rule_file(_write(tmp_path, one))
     typo = RULE.replace("{ op: silu }", "{ opp: silu }")
     with pytest.raises(SpecError) as info:
         parse_rule_file(_write(tmp_path, typo))
@@ -72,26 +78,72 @@ def test_broken_patterns_and_names_are_located(tmp_path):
     bad_phase = RULE.replace("    kernel: silu_and_mul\n", "    kernel: silu_and_mul\n    when: { phase: decoding }\n")
     with pytest.raises(SpecError, match="unknown phase"):
         parse_rule_file(_write(tmp_path, bad_phase))
+    bad_dim = RULE.replace(
+        "    kernel: silu_and_mul\n", "    kernel: silu_and_mul\n    when: { dim_in: { dim: d_head } }\n"
+    )
+    with pytest.raises(SpecError, match="missing required dim_in key 'values'"):
+        parse_rule_file(_write(tmp_path, bad_dim))
+    bad_flag = RULE.replace("    kernel: silu_and_mul\n", "    kernel: silu_and_mul\n    when: { flag: { nme: x } }\n")
+    with pytest.raises(SpecError, match="unknown flag key 'nme'"):
+        parse_rule_file(_write(tmp_path, bad_flag))
+    region = RULE.replace("chain: [ { op: silu }, { op: mul, port: 0 } ]", "region: [ { op: dispatch } ]")
+    with pytest.raises(SpecError, match=r"\$.rules\[0\].pattern.region: a region has two node patterns"):
+        parse_rule_file(_write(tmp_path, region))
+    call = RULE.replace("    kernel: silu_and_mul\n", "    kernel: silu_and_mul\n    call: yes please\n")
+    with pytest.raises(SpecError, match="call must be true or false"):
+        parse_rule_file(_write(tmp_path, call))
+    bad_role = RULE.replace("{ op: silu }", "{ op: silu, role: [] }")
+    with pytest.raises(
+        SpecError, match=r"\$.rules\[0\].pattern.chain\[0\].role: role must be a str or a non-empty list"
+    ):
+        parse_rule_file(_write(tmp_path, bad_role))
 
 
-def test_llama_matches_what_vllm_fuses(models_db):
+def test_a_rule_file_row_carries_its_conditions(tmp_path):
+    text = RULE.replace(
+        "    kernel: silu_and_mul\n",
+        "    kernel: silu_and_mul\n    when: { tp_min: 2, flag: { name: enable_x, default: true },"
+        " dim_in: { dim: d_head, values: [64, 128] }, gpu_family: hopper }\n",
+    ).replace("{ op: silu }", "{ op: [silu, gelu], role: [ffn, ffn_moe] }")
+    (row,) = parse_rule_file(_write(tmp_path, text))
+    assert row["steps"] == [
+        {"ops": ["silu", "gelu"], "roles": ["ffn", "ffn_moe"], "port": 0},
+        {"ops": ["mul"], "roles": None, "port": 0},
+    ]
+    assert (row["tp_min"], row["flag"], row["flag_default"]) == (2, "enable_x", True)
+    assert (row["dim"], row["dim_values"], row["gpu_families"]) == ("d_head", [64, 128], ["hopper"])
+
+
+def test_llama_matches_what_vllm_fuses(fusion_db):
     """Llama-3.1-8B in vLLM (vllm/model_executor/models/llama.py): LlamaAttention's
     qkv_proj is one QKVParallelLinear over q, k, v; LlamaMLP's gate_up_proj one
     MergedColumnParallelLinear followed by SiluAndMul; every RMSNorm after a residual add
     runs fused_add_rms_norm — post_attention_layernorm after the attention residual,
     the next layer's input_layernorm and the final norm after the FFN residual."""
-    with connect(models_db) as con:
+    with connect(fusion_db) as con:
         rows = con.execute(
             "select rule, members from fusion_matches where model = 'Meta-Llama-3.1-8B'"
             " and framework = 'vllm' and version = '0.11' and phase = 'decode' order by all"
         ).fetchall()
     d = "decoder/dense/"
     assert rows == [
+        # the all-reduce of o_proj's (down_proj's) partial sums, the add and the next norm: matched
+        # structurally, launched only with TP > 1 and the pass flag (test_fusion_kernels.py)
+        (
+            "allreduce_fused_add_rms_norm",
+            [d + "attn_residual#all_reduce[1]", d + "attn_residual", d + "post_attention_layernorm"],
+        ),
+        ("allreduce_fused_add_rms_norm", [d + "ffn_residual#all_reduce[1]", d + "ffn_residual", d + "input_layernorm"]),
+        ("allreduce_fused_add_rms_norm", [d + "ffn_residual#all_reduce[1]", d + "ffn_residual", "norm"]),
         ("fused_add_rms_norm", [d + "attn_residual", d + "post_attention_layernorm"]),
         ("fused_add_rms_norm", [d + "ffn_residual", d + "input_layernorm"]),
         ("fused_add_rms_norm", [d + "ffn_residual", "norm"]),
         ("merged_gate_up_projection", [d + "mlp.gate_proj", d + "mlp.up_proj"]),
         ("merged_qkv_projection", [d + "self_attn.k_proj", d + "self_attn.q_proj", d + "self_attn.v_proj"]),
+        # node rules match every attention score; their conditions (d_kv_lora = 512, the phase)
+        # fail for a GQA model, in fusion_hits
+        ("mla_decode_attention", [d + "self_attn.scores"]),
+        ("mla_prefill_attention", [d + "self_attn.scores"]),
         ("silu_and_mul", [d + "mlp.act", d + "mlp.gated"]),
     ]
 
@@ -108,7 +160,7 @@ def _saved_by_rule(con, model: str, deployment: str, workload: str) -> dict[str,
     return dict(rows)
 
 
-def test_llama_prefill_saves_what_each_fused_kernel_does_not_move(models_db):
+def test_llama_prefill_saves_what_each_fused_kernel_does_not_move(fusion_db):
     """Llama-3.1-8B, 1×H200, prefill of T = 2048 tokens, BF16 (2 B), 32 layers, d = 4096,
     f = 14336.  One pass of the normed hidden state is T·d·2 = 16.78 MB, of the SiLU output
     T·f·2 = 58.72 MB, per layer:
@@ -126,7 +178,7 @@ def test_llama_prefill_saves_what_each_fused_kernel_does_not_move(models_db):
         "silu_and_mul": 2 * act * layers,
         "fused_add_rms_norm": hidden * (layers + (layers - 1) + 1),
     }
-    with connect(models_db) as con:
+    with connect(fusion_db) as con:
         got = _saved_by_rule(con, "Meta-Llama-3.1-8B", "1xH200-single", "prefill_2k")
         unfused, fused = con.execute(
             "select unfused_time_s, time_s from step_kernel_sol where model = 'Meta-Llama-3.1-8B'"
@@ -137,11 +189,11 @@ def test_llama_prefill_saves_what_each_fused_kernel_does_not_move(models_db):
     assert fused < unfused
 
 
-def test_fused_silu_mul_bytes_are_unfused_minus_the_intermediate_twice(models_db):
+def test_fused_silu_mul_bytes_are_unfused_minus_the_intermediate_twice(fusion_db):
     """The SiLU output [T, f / tp] is written by silu and read by mul when unfused: on
     8×H200 TP8 at decode batch 64 (T = 64), f / 8 = 1792 values per token, so the fused
     kernel moves 2 · 64 · 1792 · 2 B = 458,752 B less per layer (× 32)."""
-    with connect(models_db) as con:
+    with connect(fusion_db) as con:
         unfused, fused = con.execute(
             "select sum(o.bytes), sum(k.bytes) from op_sol as o inner join kernel_sol as k"
             " on k.model = o.model and k.deployment = o.deployment and k.workload = o.workload and k.uid = o.uid"

@@ -65,6 +65,9 @@ OP_KINDS: tuple[OpKind, ...] = (
         "moe",
         ("tokens", "hidden", "inter", "topk", "experts", "dtype"),
         "routed experts of this device: up (+ gate) and down projections of the tokens routed to them",
+        # the experts a device holds and its share of each follow the MoE layout: a row of
+        # another expert-parallel degree (aiconfigurator's moe_ep_size) is another kernel
+        ("tokens", "hidden", "inter", "topk", "experts", "dtype", "tp", "ep"),
     ),
     OpKind(
         "moe_module",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from archsql.gpus.architectures import GPU_ARCHITECTURES_SCHEMA
 from archsql.gpus.table import GPU_SCHEMA
 from archsql.ingest.tables import CHECKPOINT_TABLES
 from archsql.schema.fusion import FUSION_RULES_SCHEMA
@@ -348,6 +349,10 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
     # the degree of each parallel axis of a deployment (DTensor's DeviceMesh: names and sizes);
     # an axis of archsql.schema.parallel.MESH_AXES with no row has its default degree (1)
     "deployment_mesh": pa.schema([("deployment", pa.string()), ("axis", pa.string()), ("degree", pa.int64())]),
+    # a framework launch flag a deployment sets (vLLM's pass_config.enable_fi_allreduce_fusion,
+    # SGLang's --enable-flashinfer-allreduce-fusion); a flag with no row has the default its
+    # fusion rule states (archsql/specs/fusion/*.yaml, fusion_rules.flag_default)
+    "deployment_flags": pa.schema([("deployment", pa.string()), ("flag", pa.string()), ("enabled", pa.bool_())]),
     # bits per element of every stored dtype (safetensors names; ingest.safetensors_headers.DTYPE_BITS)
     "storage_dtypes": pa.schema([("dtype", pa.string()), ("bits", pa.int64()), ("description", pa.string())]),
     # multimodal wrapper prefixes of tensor names → canonical prefix (specs/checkpoint_prefixes.yaml)
@@ -367,6 +372,7 @@ PARAMETER_KEYS: dict[str, tuple[str, ...]] = {
     "frameworks": ("framework",),
     "deployment_frameworks": ("deployment",),
     "deployment_mesh": ("deployment", "axis"),
+    "deployment_flags": ("deployment", "flag"),
     "storage_dtypes": ("dtype",),
     "checkpoint_prefixes": ("prefix",),
 }
@@ -383,18 +389,20 @@ OP_MATH_SCHEMA = pa.schema([("op", pa.string()), ("math_class", pa.string())])
 # groups of the mesh axes (archsql.schema.parallel), the op kinds of the primitives'
 # kernels and their math classes (archsql.evaluator.primitives.base.op_kernels_table,
 # op_math_table), and the frameworks' fusion rules (archsql/specs/fusion/*.yaml,
-# archsql.schema.fusion).
+# archsql.schema.fusion) and the GPUs' architecture families (archsql/gpus/architectures.csv).
 REFERENCE_TABLES: dict[str, pa.Schema] = {
     "parallel_groups": PARALLEL_GROUPS_SCHEMA,
     "op_kernels": OP_KERNELS_SCHEMA,
     "op_math": OP_MATH_SCHEMA,
     "fusion_rules": FUSION_RULES_SCHEMA,
+    "gpu_architectures": GPU_ARCHITECTURES_SCHEMA,
 }
 REFERENCE_KEYS: dict[str, tuple[str, ...]] = {
     "parallel_groups": ("group",),
     "op_kernels": ("op",),
     "op_math": ("op",),
     "fusion_rules": ("framework", "version", "rule"),
+    "gpu_architectures": ("gpu",),
 }
 
 

@@ -1,4 +1,4 @@
--- Instances of every edge of every model's op graph: how many times a producer's output is
+-- Instances of every edge of every model's op graph (int_fusion_graph: collectives' edges too): how many times a producer's output is
 -- read by the consumer in one forward.  An edge inside a layer runs once per instance; an
 -- edge of a stack's carried stream (base_edges.stream) runs once per pair of consecutive
 -- layers running the producer's and the consumer's templates, once into the stack's first
@@ -14,8 +14,7 @@ edges as (
         dst_uid,
         port,
         stream
-    from base_edges
-    where src_uid is not null
+    from int_fusion_graph
 ),
 
 nodes as (

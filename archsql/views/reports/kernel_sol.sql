@@ -1,10 +1,11 @@
--- Speed of light of every op as a framework version launches it (fusion_matches applied):
--- op_sol's row with the HBM bytes a fused kernel does not move taken off — for a chain A → B,
--- B's read of A's output, and A's write of it when nothing outside the kernel reads it; for
--- siblings (a merged GEMM), every member but the first no longer reads the shared input.  Per
--- edge instance (int_fusion_edges), the bytes of one pass of A's output per device
--- (int_device_op_values.output_bytes per instance).  A rule applies where its conditions hold
--- (tp_min, phase; a launch flag is never set: the deployments have none yet).
+-- Speed of light of every op as a framework version launches it (fusion_hits launched on the
+-- deployment): op_sol's row with the HBM bytes a fused kernel does not move taken off, and
+-- the kernel the op runs in.  For every edge X → Y inside a chain or a region, Y's read of X's
+-- output, and X's write of it when nothing outside the kernel reads it; for siblings (a merged GEMM), every
+-- member but the first no longer reads the shared input.  Per edge instance
+-- (int_fusion_edges), the bytes of one pass of the tensor per device
+-- (int_device_op_values.output_bytes per instance), times the forwards the op runs per step
+-- (op_sol.runs: k per decode step for a drafting deployment's MTP layers).
 with
 
 ops as (
@@ -12,27 +13,36 @@ ops as (
     from op_sol
 ),
 
-matches as (
-    select *
-    from fusion_matches
-),
-
-rules as (
+hits as (
     select
+        model,
+        deployment,
+        phase,
         framework,
         version,
         rule,
-        tp_min,
-        phase,
-        flag
-    from base_fusion_rules
+        pattern,
+        kernel,
+        input_uid,
+        members
+    from fusion_hits
+    where launched and not call
 ),
 
-degrees as (
+-- the call (several kernels measured as one: a fused-MoE call) each node belongs to
+calls as (
     select
-        deployment,
-        tp
-    from int_deployment_degrees
+        h.model,
+        h.deployment,
+        h.phase,
+        h.framework,
+        h.version,
+        m.uid,
+        min(h.members[1]) as call_uid
+    from fusion_hits as h
+    cross join unnest(h.members) as m(uid)
+    where h.launched and h.call
+    group by h.model, h.deployment, h.phase, h.framework, h.version, m.uid
 ),
 
 -- one pass of a node's output on one device (all its instances' output over its instances)
@@ -47,64 +57,115 @@ passes as (
     inner join base_instances as i on i.model = v.model and i.uid = v.uid
 ),
 
+edges as (
+    select
+        model,
+        phase,
+        src_uid,
+        dst_uid,
+        instances
+    from int_fusion_edges
+),
+
 consumers as (
     select
         model,
         phase,
         src_uid as uid,
         count(distinct dst_uid) as readers
-    from base_edges
-    where src_uid is not null
+    from int_fusion_graph
     group by model, phase, src_uid
 ),
 
--- the framework versions whose conditions hold for a deployment at a workload
-applied as (
+-- the edges inside every launched chain or region: both ends members
+member_of as (
     select
-        m.*,
-        d.deployment
-    from matches as m
-    inner join rules as r on r.framework = m.framework and r.version = m.version and r.rule = m.rule
-    cross join degrees as d
-    where (r.tp_min is null or d.tp >= r.tp_min) and (r.phase is null or r.phase = m.phase) and r.flag is null
+        h.model,
+        h.phase,
+        h.deployment,
+        h.framework,
+        h.version,
+        h.rule,
+        h.members,
+        m.uid
+    from hits as h
+    cross join unnest(h.members) as m(uid)
+    where h.pattern in ('chain', 'region')
 ),
 
--- bytes a member no longer moves: (member, saved) per match
+links as (
+    select
+        a.model,
+        a.phase,
+        a.deployment,
+        a.framework,
+        a.version,
+        a.rule,
+        a.members,
+        e.src_uid,
+        e.dst_uid,
+        e.instances
+    from member_of as a
+    inner join edges as e on e.model = a.model and e.phase = a.phase and e.src_uid = a.uid
+    inner join member_of as b
+        on
+            b.model = a.model and b.phase = a.phase and b.deployment = a.deployment and b.framework = a.framework
+            and b.version = a.version and b.rule = a.rule and b.members = a.members and b.uid = e.dst_uid
+),
+
+-- a producer whose every reader is inside its group writes nothing out
+inside as (
+    select
+        l.model,
+        l.phase,
+        l.deployment,
+        l.framework,
+        l.version,
+        l.rule,
+        l.members,
+        l.src_uid,
+        count(distinct l.dst_uid) = any_value(c.readers) as all_inside
+    from links as l
+    inner join consumers as c on c.model = l.model and c.phase = l.phase and c.uid = l.src_uid
+    group by l.model, l.phase, l.deployment, l.framework, l.version, l.rule, l.members, l.src_uid
+),
+
+-- bytes a member no longer moves: (member, tensor, passes) per launched group — for every
+-- internal edge X → Y, Y's read of X's output, and X's write of it when no reader is outside
 chain_saves as (
     select
-        a.model, a.phase, a.deployment, a.framework, a.version, a.rule, a.input_uid,
-        a.members[2] as uid,
-        e.instances as passes
-    from applied as a
-    inner join int_fusion_edges as e
-        on e.model = a.model and e.phase = a.phase and e.src_uid = a.members[1] and e.dst_uid = a.members[2]
-    where a.pattern = 'chain'
+        l.model, l.phase, l.deployment, l.framework, l.version, l.rule,
+        l.src_uid as tensor_uid,
+        l.dst_uid as uid,
+        l.instances as passes
+    from links as l
     union all
     select
-        a.model, a.phase, a.deployment, a.framework, a.version, a.rule, a.input_uid,
-        a.members[1] as uid,
-        e.instances as passes
-    from applied as a
-    inner join int_fusion_edges as e
-        on e.model = a.model and e.phase = a.phase and e.src_uid = a.members[1] and e.dst_uid = a.members[2]
-    inner join consumers as c on c.model = a.model and c.phase = a.phase and c.uid = a.members[1]
-    where a.pattern = 'chain' and c.readers = 1
+        l.model, l.phase, l.deployment, l.framework, l.version, l.rule,
+        l.src_uid as tensor_uid,
+        l.src_uid as uid,
+        max(l.instances) as passes
+    from links as l
+    inner join inside as x
+        on
+            x.model = l.model and x.phase = l.phase and x.deployment = l.deployment and x.framework = l.framework
+            and x.version = l.version and x.rule = l.rule and x.members = l.members and x.src_uid = l.src_uid
+    where x.all_inside
+    group by l.model, l.phase, l.deployment, l.framework, l.version, l.rule, l.members, l.src_uid
 ),
 
 sibling_saves as (
     select
-        a.model, a.phase, a.deployment, a.framework, a.version, a.rule, a.input_uid,
+        h.model, h.phase, h.deployment, h.framework, h.version, h.rule,
+        h.input_uid as tensor_uid,
         s.uid,
         e.instances as passes
-    from applied as a
-    cross join unnest(a.members[2:]) as s(uid)
-    inner join int_fusion_edges as e
-        on e.model = a.model and e.phase = a.phase and e.src_uid = a.input_uid and e.dst_uid = s.uid
-    where a.pattern = 'siblings'
+    from hits as h
+    cross join unnest(h.members[2:]) as s(uid)
+    inner join edges as e on e.model = h.model and e.phase = h.phase and e.src_uid = h.input_uid and e.dst_uid = s.uid
+    where h.pattern = 'siblings'
 ),
 
--- the pass saved is of the tensor the kernel keeps internal (input_uid): the chain's
--- producer output, the siblings' shared input
 saves as (
     select * from chain_saves
     union all
@@ -122,16 +183,64 @@ saved as (
         sum(s.passes * p.pass_bytes) as saved_bytes,
         list(distinct s.rule order by s.rule) as fused_by
     from saves as s
-    inner join passes as p on p.model = s.model and p.deployment = s.deployment and p.uid = s.input_uid
+    inner join passes as p on p.model = s.model and p.deployment = s.deployment and p.uid = s.tensor_uid
     inner join base_workloads as w on w.workload = p.workload and w.phase = s.phase
     group by s.model, s.deployment, p.workload, s.framework, s.version, s.uid
+),
+
+-- the fused kernel each member of a launched chain or siblings group runs in: the group's
+-- first member names it (a node in two groups of one rule — the residual add feeding the
+-- next layer's norm and the final norm — joins the first)
+fused_members as (
+    select
+        h.model,
+        h.deployment,
+        h.phase,
+        h.framework,
+        h.version,
+        m.uid,
+        min(h.members[1]) as kernel_uid,
+        arg_min(h.kernel, h.members[1]) as kernel,
+        arg_min(h.rule, h.members[1]) as rule
+    from hits as h
+    cross join unnest(h.members) as m(uid)
+    where h.pattern <> 'node'
+    group by h.model, h.deployment, h.phase, h.framework, h.version, m.uid
+),
+
+-- a node rule's kernel name (the MLA decode kernel, the DSA indexer's logits kernel)
+named as (
+    select
+        model,
+        deployment,
+        phase,
+        framework,
+        version,
+        input_uid as uid,
+        min(kernel) as kernel,
+        min(rule) as rule
+    from hits
+    where pattern = 'node'
+    group by model, deployment, phase, framework, version, input_uid
+),
+
+-- the kernel a node runs in before fusion: a flash-attention kernel holds score, softmax and
+-- apply (int_node_kernels), every other node its own
+base_kernels as (
+    select
+        model,
+        phase,
+        uid,
+        kernel_uid,
+        op_kind
+    from int_node_kernels
 ),
 
 versions as (
     select distinct
         framework,
         version
-    from rules
+    from base_fusion_rules
 ),
 
 fused as (
@@ -146,23 +255,67 @@ fused as (
         o.op,
         o.role,
         o.flops,
-        o.bytes - coalesce(s.saved_bytes, 0) as bytes,
-        coalesce(s.saved_bytes, 0) as saved_bytes,
+        o.bytes - coalesce(s.saved_bytes, 0) * o.runs as bytes,
+        coalesce(s.saved_bytes, 0) * o.runs as saved_bytes,
         coalesce(s.fused_by, []) as fused_by,
         o.comm_bytes,
         o.compute_s,
         -- op_sol's memory time scaled to the bytes the fused kernel moves (one bandwidth source)
-        case when o.bytes > 0 then o.memory_s * (o.bytes - coalesce(s.saved_bytes, 0)) / o.bytes else o.memory_s end
+        case when o.bytes > 0 then o.memory_s * (o.bytes - coalesce(s.saved_bytes, 0) * o.runs) / o.bytes else o.memory_s end
             as memory_s,
-        o.comm_s
+        o.comm_s,
+        o.time_s as unfused_time_s,
+        -- the launched kernel: the fused group of the node, else of its flash-attention
+        -- kernel's anchor, else that kernel, else the node itself
+        coalesce(f.kernel_uid, fa.kernel_uid, b.kernel_uid, o.uid) as kernel_uid,
+        coalesce(f.kernel, fa.kernel, nm.kernel, na.kernel, b.op_kind, o.op) as kernel,
+        coalesce(f.rule, fa.rule, nm.rule, na.rule) as rule,
+        c.call_uid
     from ops as o
     cross join versions as v
     left join saved as s
         on s.model = o.model and s.deployment = o.deployment and s.workload = o.workload
         and s.framework = v.framework and s.version = v.version and s.uid = o.uid
+    left join base_kernels as b on b.model = o.model and b.phase = o.phase and b.uid = o.uid
+    left join fused_members as f
+        on f.model = o.model and f.deployment = o.deployment and f.phase = o.phase
+        and f.framework = v.framework and f.version = v.version and f.uid = o.uid
+    left join fused_members as fa
+        on fa.model = o.model and fa.deployment = o.deployment and fa.phase = o.phase
+        and fa.framework = v.framework and fa.version = v.version and fa.uid = b.kernel_uid and b.kernel_uid <> o.uid
+    left join named as nm
+        on nm.model = o.model and nm.deployment = o.deployment and nm.phase = o.phase
+        and nm.framework = v.framework and nm.version = v.version and nm.uid = o.uid
+    left join calls as c
+        on c.model = o.model and c.deployment = o.deployment and c.phase = o.phase
+        and c.framework = v.framework and c.version = v.version and c.uid = o.uid
+    left join named as na
+        on na.model = o.model and na.deployment = o.deployment and na.phase = o.phase
+        and na.framework = v.framework and na.version = v.version and na.uid = b.kernel_uid and b.kernel_uid <> o.uid
 )
 
 select
-    *,
-    greatest(coalesce(compute_s, 0), memory_s, coalesce(comm_s, 0)) as time_s
+    model,
+    deployment,
+    workload,
+    framework,
+    version,
+    phase,
+    uid,
+    op,
+    role,
+    flops,
+    bytes,
+    saved_bytes,
+    fused_by,
+    comm_bytes,
+    compute_s,
+    memory_s,
+    comm_s,
+    greatest(coalesce(compute_s, 0), memory_s, coalesce(comm_s, 0)) as time_s,
+    kernel_uid,
+    kernel,
+    rule,
+    unfused_time_s,
+    call_uid
 from fused

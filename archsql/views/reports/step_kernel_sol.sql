@@ -1,8 +1,8 @@
--- A step's speed of light as each framework version launches it (kernel_sol summed), next to
--- the primitive-by-primitive step (op_sol summed): what the fusion rules save.
+-- A step's speed of light as each framework version launches it (launched_kernels summed),
+-- next to the primitive-by-primitive step (op_sol summed): what the fusion rules save.
 with
 
-fused as (
+kernels as (
     select
         model,
         deployment,
@@ -12,6 +12,19 @@ fused as (
         any_value(phase) as phase,
         sum(time_s) as time_s,
         sum(saved_bytes) as saved_bytes,
+        count(*) as kernels,
+        count(*) filter (where fused) as fused_kernels
+    from launched_kernels
+    group by model, deployment, workload, framework, version
+),
+
+fused_ops as (
+    select
+        model,
+        deployment,
+        workload,
+        framework,
+        version,
         count(*) filter (where len(fused_by) > 0) as fused_ops
     from kernel_sol
     group by model, deployment, workload, framework, version
@@ -28,15 +41,20 @@ unfused as (
 )
 
 select
-    f.model,
-    f.deployment,
-    f.workload,
-    f.framework,
-    f.version,
-    f.phase,
-    f.time_s,
+    k.model,
+    k.deployment,
+    k.workload,
+    k.framework,
+    k.version,
+    k.phase,
+    k.time_s,
     u.time_s as unfused_time_s,
-    f.saved_bytes,
-    f.fused_ops
-from fused as f
-inner join unfused as u on u.model = f.model and u.deployment = f.deployment and u.workload = f.workload
+    k.saved_bytes,
+    f.fused_ops,
+    k.kernels,
+    k.fused_kernels
+from kernels as k
+inner join unfused as u on u.model = k.model and u.deployment = k.deployment and u.workload = k.workload
+inner join fused_ops as f
+    on f.model = k.model and f.deployment = k.deployment and f.workload = k.workload
+    and f.framework = k.framework and f.version = k.version
