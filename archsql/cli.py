@@ -51,6 +51,8 @@ LAZY_COMMANDS = {
     "edit": ("archsql.design.cli", "edit_cmd"),
     "diff": ("archsql.design.cli", "diff_cmd"),
     "audit": ("archsql.design.cli", "audit_cmd"),
+    "author": ("archsql.author.cli", "author_cmd"),  # archsql author DIR --agent CMD | promote DRAFT --to DIR
+    "promote": ("archsql.author.cli", "promote_cmd"),
 }
 
 
