@@ -135,8 +135,9 @@ def _spec_issue_code(issue: Issue) -> str:
 
 
 class Reconciler:
-    """The checkpoint guard's scratch stores, one per evaluated spec (keyed by the spec's and
-    config's content), so a second checkpoint against the same spec adds only its rows."""
+    """The checkpoint guard's scratch stores, one per evaluated spec (keyed by the spec file,
+    its and its config's content), so a second checkpoint against the same draft adds only its
+    rows.  Without a folder the stores live in a temporary folder removed by :meth:`close`."""
 
     def __init__(self, folder: str | Path | None = None):
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="archsql-author-")
@@ -144,12 +145,23 @@ class Reconciler:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._stores: dict[str, Path] = {}
 
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> Reconciler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def findings(self, analysis, checkpoint: pa.Table) -> list:
         from archsql.publish_check import reconcile
         from archsql.store import write_store
 
-        key = analysis.tables["models"].column("spec_sha256")[0].as_py() or analysis.model
-        key = hashlib.sha256(f"{analysis.model}\0{key}".encode()).hexdigest()[:16]
+        models = analysis.tables["models"]
+        sha, spec_file = models.column("spec_sha256")[0].as_py(), models.column("spec_file")[0].as_py()
+        key = hashlib.sha256(f"{analysis.model}\0{sha}\0{spec_file}".encode()).hexdigest()[:16]
         if key not in self._stores:
             db = self.folder / f"{key}.duckdb"
             write_store(db, analysis.tables)
@@ -235,7 +247,7 @@ def check(
     if facts.inventory is None:
         report.status["params"] = "not applicable: no meta inventory in the facts"
     else:
-        errors, note = params_errors(analysis, facts)
+        errors, note = params_errors(analysis, facts, draft)
         report._set("params", errors)
         if note:
             report.status["params"] = f"skipped: {note}"
@@ -251,22 +263,33 @@ def check(
     elif report.errors and not full:
         report.status["checkpoint"] = "skipped: runs once the other guards pass"
     else:
-        report._set("checkpoint", checkpoint_errors(analysis, facts, library, reconciler))
+        report._set("checkpoint", checkpoint_errors(analysis, facts, library, reconciler, draft))
     report.status = {g: report.status[g] for g in GUARDS}
     report.errors.sort(key=lambda e: (GUARDS.index(e.guard), e.code))
     return report
 
 
-def checkpoint_errors(analysis, facts: Facts, library, reconciler: Reconciler | None = None) -> list[GuardError]:
+def checkpoint_errors(
+    analysis, facts: Facts, library, reconciler: Reconciler | None = None, draft: Path | None = None
+) -> list[GuardError]:
     """Reconciliation of the facts' tensor inventory against the spec, tensor by tensor (the
     ``archsql validate`` code path), and the storage rules that match nothing."""
     from archsql.evaluator.storage import NATIVE, bind_storage
 
     binding = bind_storage(analysis, library, profile=NATIVE)
     errors = [_err("A507", i) for i in binding.issues]
-    reconciler = reconciler or Reconciler()
-    for f in reconciler.findings(analysis, facts.tensors):
-        errors.append(GuardError(_finding_code(f), f.location, f.message, f.expected, f.got, f.hint))
+    if reconciler is None:
+        with Reconciler() as own:
+            findings = own.findings(analysis, facts.tensors)
+    else:
+        findings = reconciler.findings(analysis, facts.tensors)
+    # the store names the spec by its file name; the report names the draft by its path
+    name = str(analysis.tables["models"].column("spec_file")[0].as_py())
+    for f in findings:
+        location = f.location
+        if draft is not None and location.startswith(f"{name} "):
+            location = f"{draft}{location[len(name) :]}"
+        errors.append(GuardError(_finding_code(f), location, f.message, f.expected, f.got, f.hint))
     return errors
 
 
@@ -308,7 +331,7 @@ def window_errors(analysis, facts: Facts) -> list[GuardError]:
             windowed_templates[parts[1]].add(int(c["window"]))
     capped = {i for i, t in layers.items() if t in windowed_templates}
     sliding, window, where = _sliding_layers(facts.config, len(layers))
-    spec_file = analysis.tables["models"].column("spec_file")[0].as_py()
+    spec_file = str(analysis.tables["models"].column("spec_file")[0].as_py())
     at = f"{facts.config_path} {where}"
     errors = []
     if sliding is None:
@@ -393,7 +416,7 @@ def spec_params(analysis) -> dict[str, int]:
     return dict(out)
 
 
-def params_errors(analysis, facts: Facts) -> tuple[list[GuardError], str | None]:
+def params_errors(analysis, facts: Facts, draft: Path) -> tuple[list[GuardError], str | None]:
     """Total parameters against the meta inventory (a ``skipped`` note when the inventory
     leaves out tensors the checkpoint has: transformers' ``ignored_on_load``)."""
     inv = facts.inventory
@@ -412,11 +435,10 @@ def params_errors(analysis, facts: Facts) -> tuple[list[GuardError], str | None]
         key=lambda x: (-abs(x[1]), x[0]),
     )
     shown = "; ".join(f"{p} {d:+,}" for p, d in diffs[:4])
-    spec_file = analysis.tables["models"].column("spec_file")[0].as_py()
     return [
         GuardError(
             "A401",
-            f"{spec_file} $.dims",
+            f"{draft} $.dims",
             f"total parameters differ from the meta inventory by {total_g - total_e:+,}",
             expected=f"{total_e:,}",
             got=f"{total_g:,}",

@@ -168,6 +168,11 @@ def author(
 
     budget = budget or Budget()
     out = Path(out)
+    if (out / "facts").resolve() != facts.folder.resolve():  # the output folder holds its facts (promote reads them)
+        from archsql.author.facts import load
+
+        shutil.copytree(facts.folder, out / "facts", dirs_exist_ok=True)
+        facts = load(out / "facts")
     scratch = out / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(facts.config_path, scratch / CONFIG)
@@ -255,7 +260,7 @@ def write_report(result: AuthorResult, facts: Facts) -> None:
     (result.out / REPORT_MD).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def promote(draft_dir: str | Path, to: str | Path, *, library=None) -> Path:
+def promote(draft_dir: str | Path, to: str | Path, *, library=None, reconciler: Reconciler | None = None) -> Path:
     """Copy a fully guarded draft (``archsql author``'s output folder) into the user spec
     folder ``to`` as ``models/<model>.yaml`` with its config beside it, after running every
     guard again on it (the report is never trusted alone)."""
@@ -275,8 +280,14 @@ def promote(draft_dir: str | Path, to: str | Path, *, library=None) -> Path:
             ]
         )
     facts = load(d / "facts")
-    with _staged(draft, facts) as staged:
-        report = check(staged, facts, library=library, full=True)
+    # checked where the loop checked its drafts: the scratch folder, beside the facts' config
+    scratch = d / "scratch"
+    scratch.mkdir(exist_ok=True)
+    shutil.copyfile(facts.config_path, scratch / CONFIG)
+    staged = scratch / DRAFT
+    if not staged.is_file() or staged.read_bytes() != draft.read_bytes():
+        shutil.copyfile(draft, staged)
+    report = check(staged, facts, library=library, reconciler=reconciler)  # the checkpoint runs when all else passes
     if not report.passed:
         raise AuthorError(
             f"{draft} does not pass every guard; not promoted",
@@ -306,21 +317,3 @@ def _rewrite_config(text: str, config_name: str) -> str:
     if n != 1:
         raise AuthorError(issues=[Issue("the draft has no top-level config: line")])
     return new
-
-
-class _staged:
-    """The draft beside a copy of the facts' config.json in a temporary folder."""
-
-    def __init__(self, draft: Path, facts: Facts):
-        import tempfile
-
-        self._tmp = tempfile.TemporaryDirectory(prefix="archsql-promote-")
-        self.path = Path(self._tmp.name) / DRAFT
-        shutil.copyfile(draft, self.path)
-        shutil.copyfile(facts.config_path, self.path.parent / CONFIG)
-
-    def __enter__(self) -> Path:
-        return self.path
-
-    def __exit__(self, *exc) -> None:
-        self._tmp.cleanup()

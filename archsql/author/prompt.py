@@ -34,13 +34,20 @@ def op_registry() -> list[tuple[str, str, str]]:
     return out
 
 
+def _yaml(path: Path) -> dict:
+    """A YAML file's mapping, read by the C loader when there is one (no locations needed:
+    these files are the library's own, validated where they are used)."""
+    import yaml
+
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return data if isinstance(data, dict) else {}
+
+
 def component_manifest(library) -> list[dict]:
     """Name, role, doc and the dims each library component uses, read from its YAML."""
-    from archsql.schema.yamlsrc import load_yaml
-
     out = []
     for name, path in sorted(library.component_files.items()):
-        data = load_yaml(path) or {}
+        data = _yaml(path)
         text = path.read_text(encoding="utf-8")
         dims = sorted(d for d in library.dims if re.search(rf"\b{re.escape(d)}\b", text))
         doc = " ".join(str(data.get("doc") or "").split())
@@ -49,13 +56,23 @@ def component_manifest(library) -> list[dict]:
 
 
 def _config_of(library, name: str) -> dict:
+    """The config.json a catalog model reads (``config:``, inherited through ``extends:``)."""
+    from types import SimpleNamespace
+
     from archsql.evaluator.bind import config_path
 
-    spec = library.model(name)
-    try:
-        return json.loads(config_path(spec, library.configs_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    path, seen = library.model_files.get(name), set()
+    while path is not None and path not in seen:
+        seen.add(path)
+        data = _yaml(path)
+        if isinstance(data.get("config"), str):
+            where = config_path(SimpleNamespace(config_file=data["config"], file=path), library.configs_dir)
+            try:
+                return json.loads(where.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return {}
+        path = library.model_files.get(str(data.get("extends")))
+    return {}
 
 
 def _keys(config: dict, prefix: str = "") -> set[str]:
