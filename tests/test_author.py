@@ -214,6 +214,31 @@ def test_wrong_window_value_is_a_structure_error(mistral, tmp_path):
     assert report.errors[0].expected == "4096" and report.errors[0].got == "2048"
 
 
+def test_windows_swapped_against_layer_types_is_a_structure_error(tmp_path):
+    """gpt-oss-20b alternates sliding_attention and full_attention (config.layer_types); a
+    schedule mapping them the other way round caps exactly the wrong layers."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "openai__gpt-oss-20b.json", src / "config.json")
+    facts = facts_mod.gather(src, tmp_path / "facts")  # config only: no tensors, no inventory
+    text = default_library().model_path("gpt-oss-20b").read_text()
+    text = text.replace("config: openai__gpt-oss-20b.json", "config: config.json")
+    assert check(_draft(tmp_path / "right", facts, text), facts).errors == []
+    swapped = text.replace(
+        "map: { sliding_attention: sliding, full_attention: full }",
+        "map: { sliding_attention: full, full_attention: sliding }",
+    )
+    assert swapped != text
+    report = check(_draft(tmp_path / "wrong", facts, swapped), facts)
+    assert report.codes() == ["A203"]
+    e = report.errors[0]
+    types = facts.config["layer_types"]
+    sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+    assert e.location == f"{facts.config_path} $.layer_types"
+    assert e.expected == f"{len(sliding)} sliding layers"
+    assert e.got.startswith(f"{len(types) - len(sliding)} capped; not capped: {', '.join(map(str, sliding[:12]))}")
+
+
 def test_unknown_component_is_a_schema_error(qwen, tmp_path):
     text = spec(QWEN, attention="gqa_atention_qk_norm")
     report = check(_draft(tmp_path, qwen, text), qwen)

@@ -294,8 +294,8 @@ def checkpoint_errors(
 
 
 def _sliding_layers(config: dict, layers: int) -> tuple[set[int] | None, int | None, str]:
-    """The layers the config says attend a sliding window (``None``: it does not say which),
-    the window, and the config path that says so."""
+    """The layers the config says attend a sliding window (``None``: it does not say which, or
+    says nothing of windows), the window, and the config path that says so."""
     for cfg, prefix in ((config, ""), (config.get("text_config") or {}, "text_config.")):
         if not isinstance(cfg, dict):
             continue
@@ -308,7 +308,7 @@ def _sliding_layers(config: dict, layers: int) -> tuple[set[int] | None, int | N
         if window is not None:
             on = cfg.get("use_sliding_window", True) is not False
             return (None if on else set()), window, f"$.{prefix}sliding_window"
-    return set(), None, "$"
+    return None, None, "$"  # the config says nothing of sliding windows (a chunked cap is another key's)
 
 
 def window_errors(analysis, facts: Facts) -> list[GuardError]:
