@@ -239,6 +239,28 @@ def test_windows_swapped_against_layer_types_is_a_structure_error(tmp_path):
     assert e.got.startswith(f"{len(types) - len(sliding)} capped; not capped: {', '.join(map(str, sliding[:12]))}")
 
 
+def test_wrong_src_anchor_is_a_source_error(tmp_path):
+    """GLM-5.2's topk stream quotes its forward source; the facts bundle keeps the modeling
+    file of the checkpoint folder (here the stand-in of tests/test_source_guard.py), and an
+    anchor that is not in it is A601 on the draft's src: line."""
+    from tests.test_source_guard import FORWARD, NAME
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "zai-org__GLM-5.2.json", src / "config.json")
+    (src / NAME).write_text(FORWARD)
+    facts = facts_mod.gather(src, tmp_path / "facts")
+    assert facts.source_dir == tmp_path / "facts" / "source"
+    text = default_library().model_path("GLM-5.2").read_text()
+    text = text.replace("config: zai-org__GLM-5.2.json", "config: config.json")
+    wrong = text.replace("`topk_indices = prev_topk_indices`", "`topk_indices = previous_topk`")
+    assert wrong != text
+    report = check(_draft(tmp_path, facts, wrong), facts)
+    assert report.codes() == ["A601"]  # every other guard passed
+    assert report.errors[0].location.startswith(f"{tmp_path / 'draft.yaml'}:{_line_of(wrong, 'src:')}")
+    assert "topk_indices = previous_topk" in report.errors[0].message
+
+
 def test_unknown_component_is_a_schema_error(qwen, tmp_path):
     text = spec(QWEN, attention="gqa_atention_qk_norm")
     report = check(_draft(tmp_path, qwen, text), qwen)
