@@ -393,8 +393,18 @@ def test_loop_converges_from_wrong_attempts_qwen(qwen_run, tmp_path, reconciler)
 
 def test_loop_converges_mistral_and_budget_stops(mistral, tmp_path, reconciler):
     replies = [spec(MISTRAL, window="0"), None, spec(MISTRAL)]
-    result = author(mistral, tmp_path / "out", ScriptedAgent(replies), budget=Budget(turns=4), reconciler=reconciler)
+    reviewer = ScriptedAgent(["cfg:sliding_window=4096\ncfg:sliding_window=8192\nsrc:modeling_mistral.py:window\n"])
+    result = author(
+        mistral,
+        tmp_path / "out",
+        ScriptedAgent(replies),
+        budget=Budget(turns=4),
+        reconciler=reconciler,
+        reviewer=reviewer,
+    )
     assert result.passed
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [c["status"] for c in report["claims"]] == ["verified", "contradicted", "unverified"]
     codes = [sorted(e["code"] or "none" for e in t["errors"]) for t in result.turns]
     assert codes == [["A203", "A301"], ["A203", "A301"], []]  # turn 2: nothing new written, the old draft checked again
     assert result.turns[1]["note"] == "the draft did not change"
@@ -440,3 +450,49 @@ def test_cli_author_and_promote_errors(tmp_path):
     assert r.exit_code == 2 and "'x' is not a number" in r.output
     r = runner.invoke(cli, ["promote", str(tmp_path), "--to", str(tmp_path / "specs")])
     assert r.exit_code == 2 and "not an author output folder" in r.output and "Traceback" not in r.output
+
+
+# ------------------------------------------------------------------ review with checked evidence
+
+
+def test_evidence_claims_are_verified_contradicted_or_unverified(qwen, tmp_path):
+    """Qwen3-0.6B facts, values read by hand from its config.json and inventory:
+    num_hidden_layers 28, head_dim 128, sliding_window null, q_proj [2048, 1024]."""
+    from archsql.author.evidence import verify
+
+    (qwen.folder / "source").mkdir(exist_ok=True)
+    (qwen.folder / "source" / "modeling_qwen3.py").write_text(
+        "class Qwen3Attention(nn.Module):\n    def forward(self, hidden_states):\n"
+        "        query_states = self.q_norm(\n            self.q_proj(hidden_states))\n"
+    )
+    try:
+        claims = {
+            "cfg:num_hidden_layers=28": "verified",
+            "cfg:head_dim=64": "contradicted",
+            "cfg:sliding_window=null": "verified",
+            "cfg:use_sliding_window=false": "verified",
+            "cfg:num_hidden_layers=28.0": "contradicted",  # a float is not the config's int
+            "cfg:kv_lora_rank=512": "unverified",  # no such key in a GQA config
+            "ckpt:model.layers.0.self_attn.q_proj.weight [2048, 1024]": "verified",
+            "ckpt:model.layers.0.self_attn.q_proj.weight [1024, 2048]": "contradicted",
+            "ckpt:lm_head.weight [151936, 1024]": "contradicted",  # tied: not in the checkpoint
+            "count:model.layers.27.=11": "verified",  # 4 attention + 2 qk norms + 3 mlp + 2 norms
+            "count:model.layers.=300": "contradicted",  # 28 × 11 = 308
+            "src:modeling_qwen3.py:self.q_norm( self.q_proj(hidden_states))": "verified",
+            "src:modeling_qwen3.py:self.k_norm": "contradicted",
+            "src:modeling_llama.py:LlamaAttention": "unverified",
+            "ckpt:no shape here": "unverified",
+            "rumor:the model is good": "unverified",
+        }
+        results = verify(list(claims), qwen)
+        assert {r.claim: r.status for r in results} == claims
+        by = {r.claim: r for r in results}
+        assert by["cfg:head_dim=64"].evidence == "config.json head_dim = 128"
+        assert by["count:model.layers.=300"].evidence == "308 tensors start with 'model.layers.'"
+    finally:
+        shutil.rmtree(qwen.folder / "source")
+    no_tensors = facts_mod.Facts(qwen.folder, qwen.config, {}, None)
+    assert [r.status for r in verify(["ckpt:model.norm.weight [1024]", "count:model.=1"], no_tensors)] == [
+        "unverified",
+        "unverified",
+    ]

@@ -37,6 +37,7 @@ PROMPT = "prompt.md"
 FEEDBACK = "feedback.json"
 REPORT = "report.json"
 REPORT_MD = "report.md"
+CLAIMS = "claims.txt"
 PLACEHOLDERS = ("prompt", "draft", "feedback", "turn", "workdir")
 
 
@@ -147,6 +148,22 @@ class AuthorResult:
     turns: list[dict[str, Any]] = field(default_factory=list)
     final: GuardReport | None = None
     stopped: str = ""
+    claims: list[dict[str, str]] = field(default_factory=list)
+
+
+def review(reviewer: Agent, facts: Facts, scratch: Path, prompt: Path) -> list[dict[str, str]]:
+    """One review turn: the reviewer writes claims to ``claims.txt``; each is verified."""
+    from dataclasses import asdict
+
+    from archsql.author.evidence import verify
+
+    claims_file = scratch / CLAIMS
+    claims_file.unlink(missing_ok=True)
+    reviewer.run(Turn(1, scratch, prompt, claims_file, None))
+    if not claims_file.is_file():
+        return []
+    lines = [line for line in claims_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [asdict(r) for r in verify(lines, facts)]
 
 
 def _sha(path: Path) -> str | None:
@@ -161,9 +178,12 @@ def author(
     budget: Budget | None = None,
     library=None,
     reconciler: Reconciler | None = None,
+    reviewer: Agent | None = None,
 ) -> AuthorResult:
     """Run the loop for ``facts`` into the folder ``out`` (module doc); returns the result and
-    writes ``draft.yaml`` and the report there."""
+    writes ``draft.yaml`` and the report there.  With a ``reviewer``, a draft that passes every
+    guard is reviewed: the reviewer writes claims, one per line, to ``claims.txt`` (its turn's
+    ``{draft}``), and each is classified against the facts (:mod:`archsql.author.evidence`)."""
     from archsql.author.prompt import write as write_prompt
 
     budget = budget or Budget()
@@ -219,6 +239,8 @@ def author(
     if draft.is_file():
         shutil.copyfile(draft, out / DRAFT)
         result.draft = out / DRAFT
+    if reviewer is not None and result.passed:
+        result.claims = review(reviewer, facts, scratch, prompt)
     write_report(result, facts)
     return result
 
@@ -235,6 +257,7 @@ def write_report(result: AuthorResult, facts: Facts) -> None:
         "guards": final.status if final else {g: "never ran" for g in GUARDS},
         "unresolved": unresolved,
         "turns": result.turns,
+        "claims": result.claims,
     }
     (result.out / REPORT).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     lines = [
@@ -257,6 +280,8 @@ def write_report(result: AuthorResult, facts: Facts) -> None:
             lines.append(f"- {e.get('code')}{where}: {e['message']}")
     if unresolved:
         lines += ["", "## Unresolved", *[f"- {e['code']} {e['location']}: {e['message']}" for e in unresolved]]
+    if result.claims:
+        lines += ["", "## Review claims", *[f"- {c['status']}: {c['claim']} ({c['evidence']})" for c in result.claims]]
     (result.out / REPORT_MD).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
