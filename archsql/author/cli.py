@@ -89,3 +89,6 @@ def promote_cmd(draft: Path, to: Path) -> None:
 
     path = promote(draft, to)
     click.echo(f"promoted: {path} (build it with: archsql build --specs {to})")
+
+
+COMMANDS = (author_cmd, promote_cmd)  # registered lazily by name in archsql/cli.py (LAZY_COMMANDS)
