@@ -223,7 +223,7 @@ def _reconcile_in(
     from archsql.store import connect, write_checkpoint
 
     checkpoint_id = write_checkpoint(db, checkpoint, model=model, profile=profile, refresh_derived=refresh_derived)
-    con = connect(db, read_only=True)
+    con = connect(db, read_only=True, derived=refresh_derived)  # derived tables left stale: the live views
     try:
         rows = con.execute(
             """

@@ -248,7 +248,7 @@ def gather_hub(repo_id: str, out: str | Path, *, revision: str | None = None) ->
 
 def load(folder: str | Path) -> Facts:
     """Read a facts bundle folder (:func:`gather` wrote it)."""
-    d = Path(folder)
+    d = Path(folder).resolve()
     if not (d / CONFIG).is_file() or not (d / PROVENANCE).is_file():
         raise FactsError(
             issues=[

@@ -187,7 +187,7 @@ def author(
     from archsql.author.prompt import write as write_prompt
 
     budget = budget or Budget()
-    out = Path(out)
+    out = Path(out).resolve()  # the agent runs in the scratch folder: every path it is given is absolute
     if (out / "facts").resolve() != facts.folder.resolve():  # the output folder holds its facts (promote reads them)
         from archsql.author.facts import load
 
@@ -211,7 +211,8 @@ def author(
         note = agent.run(turn)
         record: dict[str, Any] = {"turn": number, "agent": note[-500:]}
         if not draft.is_file():
-            record |= {"passed": False, "errors": [{"code": None, "message": f"the agent wrote no {DRAFT}"}]}
+            message = f"the agent wrote no {DRAFT} (agent: {note[-300:]})"
+            record |= {"passed": False, "errors": [{"code": None, "message": message}]}
             result.turns.append(record)
             feedback.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
             continue
@@ -277,7 +278,7 @@ def write_report(result: AuthorResult, facts: Facts) -> None:
         lines.append(f"### turn {t['turn']}: {verdict}")
         for e in t["errors"]:
             where = f" {e['location']}" if e.get("location") else ""
-            lines.append(f"- {e.get('code')}{where}: {e['message']}")
+            lines.append(f"- {e.get('code') or 'agent'}{where}: {e['message']}")
     if unresolved:
         lines += ["", "## Unresolved", *[f"- {e['code']} {e['location']}: {e['message']}" for e in unresolved]]
     if result.claims:
