@@ -169,6 +169,28 @@ def _elements(table):
     return [prod(s) for s in table.column("shape").to_pylist()]
 
 
+def test_facts_bundle_reads_safetensors_headers(tmp_path):
+    """A checkpoint folder: config.json, the real all-MiniLM-L6-v2 safetensors header as a
+    sparse file (104 tensors), a modeling file and generation_config.json — every one kept."""
+    from tests.test_ingest_headers import write_header
+    from tests.test_reconciliation import minilm_header
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "sentence-transformers__all-MiniLM-L6-v2.json", src / "config.json")
+    (src / "generation_config.json").write_text('{"max_length": 128}')
+    (src / "modeling_bert.py").write_text("class BertModel: pass\n")
+    header = minilm_header()
+    write_header(src / "model.safetensors", header)
+    facts = facts_mod.gather(src, tmp_path / "facts")
+    names = sorted(k for k in header if k != "__metadata__")
+    assert sorted(facts.tensors.column("name").to_pylist()) == names and len(names) == 104
+    assert facts.extra == {"generation_config.json": {"max_length": 128}}
+    assert facts.source_dir == tmp_path / "facts" / "source"
+    assert facts.provenance["tensors"]["how"].startswith("checkpoint headers")
+    assert set(facts.provenance["files"]) == {"config.json", "generation_config.json", "source/modeling_bert.py"}
+
+
 def test_facts_errors_are_located(tmp_path):
     with pytest.raises(facts_mod.FactsError, match=r"no config\.json") as exc:
         facts_mod.gather(tmp_path, tmp_path / "out")
