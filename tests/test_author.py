@@ -456,6 +456,8 @@ def test_command_agent_runs_a_template_without_shell(mistral, tmp_path):
         CommandAgent("agent {nope}")
     with pytest.raises(AuthorError, match="empty"):
         CommandAgent("  ")
+    with pytest.raises(AuthorError, match="agent command not found: no-such-agent-xyz"):
+        CommandAgent("no-such-agent-xyz {draft}")
 
 
 def test_cli_author_and_promote_errors(tmp_path):

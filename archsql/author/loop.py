@@ -104,6 +104,10 @@ class CommandAgent:
                         )
                     ]
                 ) from None
+        if shutil.which(words[0]) is None:
+            raise AuthorError(
+                issues=[Issue(f"agent command not found: {words[0]}", hint="give a command on PATH or its full path")]
+            )
         self.words = words
         self.timeout = timeout
 
