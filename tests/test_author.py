@@ -387,7 +387,10 @@ def qwen_run(qwen, tmp_path_factory, reconciler):
         spec(QWEN),
     ]
     out = tmp_path_factory.mktemp("qwen_run") / "out"
-    return author(qwen, out, ScriptedAgent(replies), budget=Budget(turns=6), reconciler=reconciler)
+    agent = ScriptedAgent(replies)
+    result = author(qwen, out, agent, budget=Budget(turns=6), reconciler=reconciler)
+    result.scripted = agent
+    return result
 
 
 def test_loop_converges_from_wrong_attempts_qwen(qwen_run, tmp_path, reconciler):
@@ -402,7 +405,11 @@ def test_loop_converges_from_wrong_attempts_qwen(qwen_run, tmp_path, reconciler)
     md = (out / "report.md").read_text()
     assert "### turn 3: 1 error(s)" in md and "A301" in md
     # the agent was fed each turn's errors
-    fed = json.loads((out / "scratch" / "feedback.json").read_text())
+    # each turn after the first was handed the previous turn's errors, codes and locations
+    handed = [[(e["code"], e["location"].split(" ")[-1]) for e in seen["errors"]] for seen in result.scripted.seen[1:]]
+    assert [[c for c, _ in h] for h in handed] == [["A101"], ["A201"], ["A301"]]
+    assert handed[1][0][1] == "$.stacks.decoder.schedule" and handed[2][0][1] == "$.max_window_layers"
+    fed = json.loads((out / "scratch" / "feedback.json").read_text())  # the last turn's
     assert fed["turn"] == 4 and fed["errors"] == []
     # promote re-runs every guard, then copies draft + config into the user spec folder
     path = promote(out, tmp_path / "specs", reconciler=reconciler)
@@ -415,18 +422,8 @@ def test_loop_converges_from_wrong_attempts_qwen(qwen_run, tmp_path, reconciler)
 
 def test_loop_converges_mistral_and_budget_stops(mistral, tmp_path, reconciler):
     replies = [spec(MISTRAL, window="0"), None, spec(MISTRAL)]
-    reviewer = ScriptedAgent(["cfg:sliding_window=4096\ncfg:sliding_window=8192\nsrc:modeling_mistral.py:window\n"])
-    result = author(
-        mistral,
-        tmp_path / "out",
-        ScriptedAgent(replies),
-        budget=Budget(turns=4),
-        reconciler=reconciler,
-        reviewer=reviewer,
-    )
-    assert result.passed
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert [c["status"] for c in report["claims"]] == ["verified", "contradicted", "unverified"]
+    result = author(mistral, tmp_path / "out", ScriptedAgent(replies), budget=Budget(turns=4), reconciler=reconciler)
+    assert result.passed and result.final.status["checkpoint"] == "passed"
     codes = [sorted(e["code"] or "none" for e in t["errors"]) for t in result.turns]
     assert codes == [["A203", "A301"], ["A203", "A301"], []]  # turn 2: nothing new written, the old draft checked again
     assert result.turns[1]["note"] == "the draft did not change"
@@ -438,6 +435,42 @@ def test_loop_converges_mistral_and_budget_stops(mistral, tmp_path, reconciler):
     }
     with pytest.raises(AuthorError, match="does not pass every guard"):
         promote(tmp_path / "out2", tmp_path / "specs")
+
+
+def test_review_feeds_back_only_verified_defects(tmp_path):
+    """After the guards pass, one review: a defect whose evidence is true goes back to the
+    agent (a fix turn, guarded again); one with false evidence and one with none do not.
+    Mistral-7B's config (sliding_window 4096, 32 layers, read by hand) without tensors or
+    inventory: the checkpoint and params guards are not applicable, the loop stays cheap."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "mistralai__Mistral-7B-Instruct-v0.1.json", src / "config.json")
+    facts = facts_mod.gather(src, tmp_path / "facts")
+    review_text = (
+        "cfg:sliding_window=4096\ncfg:sliding_window=8192\nsrc:modeling_mistral.py:window\n"
+        "defect: doc should say the window is 4096 :: cfg:sliding_window=4096 :: cfg:num_hidden_layers=32\n"
+        "defect: the window should be 8192 :: cfg:sliding_window=8192\n"
+        "defect: attention should be MLA\n"
+    )
+    fixed = spec(MISTRAL).replace(
+        "config: config.json", "config: config.json\ndoc: every layer attends a 4096-key window"
+    )
+    agent = ScriptedAgent([spec(MISTRAL), fixed])
+    result = author(facts, tmp_path / "out", agent, budget=Budget(turns=3), reviewer=ScriptedAgent([review_text]))
+    assert result.passed and result.stopped == "every guard passed on turn 2"
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    statuses = ["verified", "contradicted", "unverified", "verified", "contradicted", "unverified"]
+    assert [c["status"] for c in report["claims"]] == statuses
+    # the agent's fix turn was handed the verified defect alone
+    assert agent.seen[0] is None
+    assert [d["claim"] for d in agent.seen[1]["review_defects"]] == ["defect: doc should say the window is 4096"]
+    assert agent.seen[1]["errors"] == []
+    review = report["turns"][0]["review"]
+    assert [d["claim"] for d in review if d["kind"] == "defect" and d["status"] == "verified"] == [
+        "defect: doc should say the window is 4096"
+    ]
+    assert (tmp_path / "out" / "draft.yaml").read_text() == fixed
+    assert "## Review claims" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_command_agent_runs_a_template_without_shell(mistral, tmp_path):

@@ -13,6 +13,10 @@ Claim forms (one per line):
 - ``count:PREFIX=N`` — the number of checkpoint tensors whose name starts with ``PREFIX``.
 - ``src:FILE:SYMBOL`` — the text ``SYMBOL`` appears in the modeling source file ``FILE`` of the
   facts (whitespace runs match one space).
+
+A review (:func:`verify_review`) is claims and defects, one per line; a defect is
+``defect: WHAT :: CLAIM :: CLAIM …`` — verified when every claim of its evidence is,
+contradicted when one is, else unverified (no evidence is unverified).
 """
 
 from __future__ import annotations
@@ -123,4 +127,26 @@ def verify(claims: list[str], facts: Facts) -> list[ClaimResult]:
             continue
         status, evidence = check(body, facts)
         out.append(ClaimResult(claim, kind.strip(), status, evidence))
+    return out
+
+
+def verify_review(lines: list[str], facts: Facts) -> list[ClaimResult]:
+    """Claims and ``defect: WHAT :: CLAIM :: …`` lines (module doc), each classified."""
+    out = []
+    for line in lines:
+        head, sep, rest = line.strip().partition(":")
+        if not (sep and head.strip() == "defect"):
+            out += verify([line], facts)
+            continue
+        what, *claims = [part.strip() for part in rest.split("::")]
+        checked = verify([c for c in claims if c], facts)
+        statuses = {r.status for r in checked}
+        if "contradicted" in statuses:
+            status = "contradicted"
+        elif checked and statuses == {"verified"}:
+            status = "verified"
+        else:
+            status = "unverified"
+        evidence = "; ".join(f"{r.claim} → {r.status} ({r.evidence})" for r in checked) or "no evidence given"
+        out.append(ClaimResult(f"defect: {what}", "defect", status, evidence))
     return out

@@ -66,8 +66,10 @@ class ScriptedAgent:
 
     def __init__(self, replies: list[str | None]):
         self.replies = list(replies)
+        self.seen: list[Any] = []  # the feedback each turn was handed (parsed JSON, or None)
 
     def run(self, turn: Turn) -> str:
+        self.seen.append(json.loads(turn.feedback.read_text(encoding="utf-8")) if turn.feedback else None)
         if turn.number > len(self.replies):
             return "scripted agent: no reply left"
         reply = self.replies[turn.number - 1]
@@ -159,7 +161,7 @@ def review(reviewer: Agent, facts: Facts, scratch: Path, prompt: Path) -> list[d
     """One review turn: the reviewer writes claims to ``claims.txt``; each is verified."""
     from dataclasses import asdict
 
-    from archsql.author.evidence import verify
+    from archsql.author.evidence import verify_review
 
     claims_file = scratch / CLAIMS
     claims_file.unlink(missing_ok=True)
@@ -167,7 +169,7 @@ def review(reviewer: Agent, facts: Facts, scratch: Path, prompt: Path) -> list[d
     if not claims_file.is_file():
         return []
     lines = [line for line in claims_file.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [asdict(r) for r in verify(lines, facts)]
+    return [asdict(r) for r in verify_review(lines, facts)]
 
 
 def _sha(path: Path) -> str | None:
@@ -186,8 +188,10 @@ def author(
 ) -> AuthorResult:
     """Run the loop for ``facts`` into the folder ``out`` (module doc); returns the result and
     writes ``draft.yaml`` and the report there.  With a ``reviewer``, a draft that passes every
-    guard is reviewed: the reviewer writes claims, one per line, to ``claims.txt`` (its turn's
-    ``{draft}``), and each is classified against the facts (:mod:`archsql.author.evidence`)."""
+    guard is reviewed once: the reviewer writes claims and defects, one per line, to
+    ``claims.txt`` (its turn's ``{draft}``), each classified against the facts
+    (:mod:`archsql.author.evidence`); the verified defects alone go back to the agent in
+    ``feedback.json`` (``review_defects``) for a fix turn, whose draft is guarded again."""
     from archsql.author.prompt import write as write_prompt
 
     budget = budget or Budget()
@@ -205,6 +209,7 @@ def author(
     feedback = scratch / FEEDBACK
     reconciler = reconciler or Reconciler(out / "stores")
     result = AuthorResult(out, None, False)
+    reviewed = False
     start = time.monotonic()
     for number in range(1, budget.turns + 1):
         if time.monotonic() - start > budget.seconds:
@@ -235,6 +240,21 @@ def author(
             json.dumps({"turn": number, "status": report.status, "errors": record["errors"]}, indent=1) + "\n",
             encoding="utf-8",
         )
+        if report.passed and reviewer is not None and not reviewed:
+            # one review round: only verified defects go back to the agent as a fix turn
+            reviewed = True
+            result.claims = review(reviewer, facts, scratch, prompt)
+            record["review"] = result.claims
+            defects = [c for c in result.claims if c["kind"] == "defect" and c["status"] == "verified"]
+            if defects and number < budget.turns:
+                feedback.write_text(
+                    json.dumps(
+                        {"turn": number, "status": report.status, "errors": [], "review_defects": defects}, indent=1
+                    )
+                    + "\n",
+                    encoding="utf-8",
+                )
+                continue
         if report.passed:
             result.passed = True
             result.stopped = f"every guard passed on turn {number}"
@@ -244,8 +264,6 @@ def author(
     if draft.is_file():
         shutil.copyfile(draft, out / DRAFT)
         result.draft = out / DRAFT
-    if reviewer is not None and result.passed:
-        result.claims = review(reviewer, facts, scratch, prompt)
     write_report(result, facts)
     return result
 
