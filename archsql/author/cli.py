@@ -41,6 +41,13 @@ def _budget(text: str):
     help="The agent command template, run in the scratch folder without a shell; placeholders "
     "{prompt} {draft} {feedback} {turn} {workdir}. None is bundled.",
 )
+@click.option(
+    "--reviewer",
+    "reviewer_cmd",
+    default=None,
+    help="A reviewer command template, run once after every guard passed; it writes claims and "
+    "'defect: WHAT :: CLAIM …' lines to {draft} (claims.txt); verified defects go back to the agent.",
+)
 @click.option("--budget", default="turns=6,seconds=1800", show_default=True, help="turns=N,seconds=S")
 @click.option(
     "--inventory",
@@ -55,7 +62,9 @@ def _budget(text: str):
     default=None,
     help="Output folder [default: ./author-<folder name>].",
 )
-def author_cmd(source: Path, agent_cmd: str, budget: str, inventory: Path | None, out: Path | None) -> None:
+def author_cmd(
+    source: Path, agent_cmd: str, reviewer_cmd: str | None, budget: str, inventory: Path | None, out: Path | None
+) -> None:
     """Write a draft spec for the checkpoint folder SOURCE (config.json, safetensors headers,
     modeling *.py) with an agent, guarded by the worker; writes draft.yaml and report.json/.md."""
     from archsql.author.facts import gather
@@ -63,9 +72,10 @@ def author_cmd(source: Path, agent_cmd: str, budget: str, inventory: Path | None
 
     plan = _budget(budget)
     agent = CommandAgent(agent_cmd, timeout=plan.seconds)
+    reviewer = CommandAgent(reviewer_cmd, timeout=plan.seconds) if reviewer_cmd else None
     out = out or Path(f"author-{source.resolve().name if source.is_dir() else source.resolve().parent.name}")
     facts = gather(source, out / "facts", meta_inventory=inventory)
-    result = author(facts, out, agent, budget=plan)
+    result = author(facts, out, agent, budget=plan, reviewer=reviewer)
     click.echo(f"{result.stopped}; report: {out / 'report.md'}")
     for guard, status in result.final.status.items() if result.final else ():
         click.echo(f"  {guard}: {status}")
