@@ -217,6 +217,21 @@ def test_dropped_layer_is_a_structure_error(qwen, tmp_path):
     assert report.status["checkpoint"].startswith("skipped")
 
 
+def test_dangling_node_is_a_structure_error(qwen, tmp_path):
+    """A norm nothing reads: A204 at its line; its 1024 (hidden_size) weights are parameters
+    the inventory does not have, so params says so too."""
+    text = spec(QWEN).replace(
+        "outputs: [lm_head]",
+        "  extra_norm:   { op: rmsnorm, in: decoder, path: model.extra_norm, dims: { d: d_model } }\noutputs: [lm_head]",
+    )
+    report = check(_draft(tmp_path, qwen, text), qwen)
+    assert report.codes() == ["A204", "A401"]
+    e = report.errors[0]
+    assert e.location.startswith(f"{tmp_path / 'draft.yaml'}:{_line_of(text, 'extra_norm:')}")
+    assert "'extra_norm' is read by no node" in e.message
+    assert "model.extra_norm.weight +1,024" in report.errors[1].hint
+
+
 def test_ignored_sliding_window_is_caught_by_coverage_and_structure(mistral, tmp_path):
     report = check(_draft(tmp_path, mistral, spec(MISTRAL, window="0")), mistral)
     assert sorted(report.codes()) == ["A203", "A301"]

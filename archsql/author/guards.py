@@ -10,6 +10,7 @@ key) and saying how to write it right.
 | structure | A201 | a schedule that does not cover every layer or every value a per-layer config list holds |
 | structure | A202 | a dim bound and never used, or used and never bound |
 | structure | A203 | sliding windows that disagree with the config (``layer_types``, ``sliding_window``) |
+| structure | A204 | a node of the model graph whose output nothing reads, or a template no stack schedules |
 | coverage | A301 | a config key the spec does not read and does not list under ``config_unused:`` |
 | params | A401 | total parameters differ from the meta inventory's |
 | checkpoint | A501 | a checkpoint tensor no spec tensor claims |
@@ -51,6 +52,7 @@ CODES: dict[str, tuple[str, str]] = {
     "A201": ("structure", "a schedule does not cover every layer or every listed config value"),
     "A202": ("structure", "a dim bound and never used, or used and never bound"),
     "A203": ("structure", "sliding windows disagree with the config"),
+    "A204": ("structure", "a dangling node or an unscheduled template"),
     "A301": ("coverage", "a config key neither read nor listed under config_unused"),
     "A401": ("params", "total parameters differ from the meta inventory"),
     "A501": ("checkpoint", "a checkpoint tensor no spec tensor claims"),
@@ -122,6 +124,7 @@ def _err(code: str, issue: Issue) -> GuardError:
 
 
 _DIM_USE = re.compile(r"is bound but no node|is used but not bound")
+_UNSCHEDULED = re.compile(r"is declared but no stack schedules it")
 
 
 def _spec_issue_code(issue: Issue) -> str:
@@ -131,6 +134,8 @@ def _spec_issue_code(issue: Issue) -> str:
         return "A201"
     if _DIM_USE.search(issue.message):
         return "A202"
+    if _UNSCHEDULED.search(issue.message):
+        return "A204"
     return "A101"
 
 
@@ -242,7 +247,8 @@ def check(
         return report
     before, report.errors = report.errors, []
     report._set("schema", before)
-    report._set("structure", window_errors(analysis, facts))
+    spec = next(iter(analysis.walks.values())).program.model
+    report._set("structure", dangling_errors(spec) + window_errors(analysis, facts))
     report._set("coverage", [_err("A301", w) for w in analysis.warnings])
     if facts.inventory is None:
         report.status["params"] = "not applicable: no meta inventory in the facts"
@@ -251,7 +257,6 @@ def check(
         report._set("params", errors)
         if note:  # the oracle cannot say: not a failure, and the report says why
             report.status["params"] = f"not applicable: {note}"
-    spec = next(iter(analysis.walks.values())).program.model
     if facts.source_dir is None:
         report.status["source"] = "not applicable: no modeling source in the facts"
     else:
@@ -291,6 +296,27 @@ def checkpoint_errors(
             location = f"{draft}{location[len(name) :]}"
         errors.append(GuardError(_finding_code(f), location, f.message, f.expected, f.got, f.hint))
     return errors
+
+
+def dangling_errors(spec) -> list[GuardError]:
+    """Nodes of the model graph whose output no node, stack or output reads: a weight that
+    reaches nothing is counted in the parameters but computes nothing the model returns."""
+    read = {ref.split(".")[0] for node in spec.graph.values() for ref in node.inputs}
+    read |= {str(o).split(".")[0] for o in spec.outputs}
+    out = []
+    for name, node in spec.graph.items():
+        if name not in read:
+            w = node.where
+            out.append(
+                GuardError(
+                    "A204",
+                    f"{w.file}:{w.line}:{w.column} {w.path}",
+                    f"node '{name}' is read by no node and is not an output",
+                    hint="connect it (another node's in:, or outputs:) or remove it; a checkpoint tensor it "
+                    "claims belongs to the node that really uses it",
+                )
+            )
+    return out
 
 
 def _sliding_layers(config: dict, layers: int) -> tuple[set[int] | None, int | None, str]:
