@@ -42,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 
 from archsql.author.facts import Facts
-from archsql.errors import ConfigError, EvaluationError, Issue, ShapeError, SpecError
+from archsql.errors import ArchsqlError, ConfigError, EvaluationError, Issue, ShapeError, SpecError
 
 GUARDS = ("schema", "structure", "coverage", "params", "checkpoint", "source")
 CODES: dict[str, tuple[str, str]] = {
@@ -268,7 +268,11 @@ def check(
     elif report.errors and not full:
         report.status["checkpoint"] = "skipped: runs once the other guards pass"
     else:
-        report._set("checkpoint", checkpoint_errors(analysis, facts, library, reconciler, draft))
+        try:
+            errors = checkpoint_errors(analysis, facts, library, reconciler, draft)
+        except ArchsqlError as exc:  # a store that cannot hold the draft's tables, say
+            errors = [_err("A507", i) for i in exc.issues] or [GuardError("A507", str(draft), str(exc))]
+        report._set("checkpoint", errors)
     report.status = {g: report.status[g] for g in GUARDS}
     report.errors.sort(key=lambda e: (GUARDS.index(e.guard), e.code))
     return report
