@@ -384,6 +384,8 @@ def test_prompt_is_deterministic_and_built_from_data(qwen):
     assert 3 <= len(names) <= 5 and "Qwen3-0.6B" not in names and "Qwen3-8B" in names
     for name in names:
         assert f"### {name} " in first
+    # an example that extends another shows its parent too (Qwen3-8B extends Meta-Llama-3.1-8B)
+    assert "Meta-Llama-3.1-8B.yaml (extended):\n```yaml\nmodel: Meta-Llama-3.1-8B" in first
     assert "- linear: " in first and "- gqa_attention_qk_norm [attention]" in first
     assert "A301 [coverage]" in first and '"num_hidden_layers": 28' in first
     assert "   28 × model.layers.*.self_attn.q_norm.weight BF16 [128]" in first

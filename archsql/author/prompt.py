@@ -104,6 +104,15 @@ def similar_models(config: dict, library, n: int = N_EXAMPLES) -> list[tuple[str
     return scored[:n]
 
 
+def _extends_chain(library, name: str) -> list[str]:
+    """``name`` and the catalog models it extends, nearest first."""
+    chain: list[str] = []
+    while name in library.model_files and name not in chain:
+        chain.append(name)
+        name = str(_yaml(library.model_files[name]).get("extends"))
+    return chain
+
+
 def tensor_summary(facts: Facts, limit: int = 60) -> list[str]:
     """The facts' tensors by name pattern (layer and expert indices as ``*``): count, dtype, shape."""
     if facts.tensors is None:
@@ -153,9 +162,16 @@ def assemble(facts: Facts, library=None, *, n_examples: int = N_EXAMPLES) -> str
         *[f"- {c['component']} [{c['role']}] {', '.join(c['dims'])} — {c['doc']}" for c in component_manifest(library)],
         "## Verified example specs (most similar configs first)",
     ]
+    shown: set[str] = set()
     for name, score in similar_models(facts.config, library, n_examples):
-        path = library.model_path(name)
-        parts += [f"### {name} (similarity {score})", "```yaml", path.read_text(encoding="utf-8").rstrip(), "```"]
+        parts += [f"### {name} (similarity {score})"]
+        for member in _extends_chain(library, name):  # the spec, then the parents it extends
+            if member in shown:
+                parts += [f"(extends {member}, shown above)"]
+                break
+            shown.add(member)
+            text = library.model_files[member].read_text(encoding="utf-8").rstrip()
+            parts += [*([f"{member}.yaml (extended):"] if member != name else []), "```yaml", text, "```"]
     parts += [
         "## Facts: config.json",
         "```json",
