@@ -174,10 +174,9 @@ class Reconciler:
         return reconcile(None, checkpoint, model=analysis.model, profile="native", store=self._stores[key])
 
 
-_CHECKPOINT_CODES = {"unclaimed": "A501", "missing": "A502"}
-
-
 def _finding_code(f) -> str:
+    """The code of a reconciliation finding (:func:`archsql.publish_check.reconciliation_findings`:
+    its guard and the head of its message; tests/test_author.py pins A502 and A506)."""
     if f.guard == "shape":
         return "A505"
     if f.message.startswith("file tensor is claimed by no"):
