@@ -367,6 +367,29 @@ def test_missing_tensor_is_a_checkpoint_error(qwen_run, tmp_path, reconciler):
     assert by["A506"].expected.replace(",", "").split()[0] != by["A506"].got.replace(",", "").split()[0]
 
 
+def test_extra_and_transposed_tensors_are_checkpoint_errors(qwen_run, tmp_path, reconciler):
+    """The converged draft against a checkpoint with one tensor no module has and layer 0's
+    o_proj stored transposed ([1024, 2048] → [2048, 1024], same element count): A501 on the
+    extra tensor, A505 on the transposed one (run with full=True: params sees the extra one)."""
+
+    def mutate(data):
+        out = []
+        for t in data["checkpoint_tensors"]:
+            if t["name"] == "model.layers.0.self_attn.o_proj.weight":
+                t = {**t, "shape": t["shape"][::-1]}
+            out.append(t)
+        return [*out, {"name": "model.extra.weight", "shape": [8], "dtype": "bfloat16"}]
+
+    facts = _bundle(tmp_path, "Qwen__Qwen3-0.6B.json", transform=mutate)
+    draft = qwen_run.out / "scratch" / "draft.yaml"
+    report = check(draft, facts, reconciler=reconciler, full=True)
+    by = {e.code: e for e in report.errors}
+    assert sorted(by) == ["A401", "A501", "A505", "A506"]
+    assert by["A501"].location.endswith("model.safetensors: model.extra.weight")
+    assert by["A505"].location.endswith("model.layers.0.self_attn.o_proj.weight")
+    assert (by["A505"].expected, by["A505"].got) == ("[1024, 2048]", "[2048, 1024]")
+
+
 def test_every_code_belongs_to_a_guard():
     from archsql.author.guards import GUARDS
 
