@@ -194,35 +194,55 @@ def architecture_warnings(model: str | Path, library=None) -> list[Issue]:
     return out
 
 
-def reconcile(tables: dict[str, pa.Table], checkpoint: pa.Table, *, model: str, profile: str) -> list[Finding]:
+def reconcile(
+    tables: dict[str, pa.Table] | None,
+    checkpoint: pa.Table,
+    *,
+    model: str,
+    profile: str,
+    store: Path | None = None,
+) -> list[Finding]:
     """The weight, packing and shape errors of one checkpoint against one model's tables, read
-    from the store views in a temporary store."""
-    from archsql.store import connect, write_checkpoint, write_store
+    from the store views in a temporary store.  ``store``: a store that already holds the
+    model's tables (``tables`` is then not written again; the checkpoint is added to it, its
+    derived tables left stale so the views are read live)."""
+    from archsql.store import write_store
 
+    if store is not None:
+        return _reconcile_in(store, checkpoint, model=model, profile=profile)
     with tempfile.TemporaryDirectory(prefix="archsql-validate-") as tmp:
         db = Path(tmp) / "validate.duckdb"
         write_store(db, tables)
-        checkpoint_id = write_checkpoint(db, checkpoint, model=model, profile=profile)
-        con = connect(db, read_only=True)
-        try:
-            rows = con.execute(
-                """
-                select r.status, r.canonical_name, r.spec_name, r.file_name, r.file, r.uid, r.tensor, r.part,
-                       r.scheme, r.rule, r.expected_dtype, r.actual_dtype, r.expected_shape, r.actual_shape,
-                       r.expected_elements, r.actual_elements, r.expected_bytes, r.actual_bytes
-                from checkpoint_reconciliation as r
-                where r.checkpoint = ? and r.status != 'ok'
-                order by r.status, r.canonical_name
-                """,
-                [checkpoint_id],
-            ).fetchall()
-            totals = con.execute(
-                "select file_tensors, spec_tensors, expected_bytes, actual_bytes from checkpoint_totals where checkpoint = ?",
-                [checkpoint_id],
-            ).fetchone()
-            spec_file = con.execute("select spec_file from models where model = ?", [model]).fetchone()[0]
-        finally:
-            con.close()
+        return _reconcile_in(db, checkpoint, model=model, profile=profile, refresh_derived=True)
+
+
+def _reconcile_in(
+    db: Path, checkpoint: pa.Table, *, model: str, profile: str, refresh_derived: bool = False
+) -> list[Finding]:
+    """Reconcile ``checkpoint`` in the store ``db`` that holds the model's tables."""
+    from archsql.store import connect, write_checkpoint
+
+    checkpoint_id = write_checkpoint(db, checkpoint, model=model, profile=profile, refresh_derived=refresh_derived)
+    con = connect(db, read_only=True, derived=refresh_derived)  # derived tables left stale: the live views
+    try:
+        rows = con.execute(
+            """
+            select r.status, r.canonical_name, r.spec_name, r.file_name, r.file, r.uid, r.tensor, r.part,
+                   r.scheme, r.rule, r.expected_dtype, r.actual_dtype, r.expected_shape, r.actual_shape,
+                   r.expected_elements, r.actual_elements, r.expected_bytes, r.actual_bytes
+            from checkpoint_reconciliation as r
+            where r.checkpoint = ? and r.status != 'ok'
+            order by r.status, r.canonical_name
+            """,
+            [checkpoint_id],
+        ).fetchall()
+        totals = con.execute(
+            "select file_tensors, spec_tensors, expected_bytes, actual_bytes from checkpoint_totals where checkpoint = ?",
+            [checkpoint_id],
+        ).fetchone()
+        spec_file = con.execute("select spec_file from models where model = ?", [model]).fetchone()[0]
+    finally:
+        con.close()
     return reconciliation_findings(rows, totals, checkpoint_id, spec_file)
 
 

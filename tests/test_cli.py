@@ -202,10 +202,13 @@ def test_lazy_commands_are_every_command_their_modules_define():
     name is its command's, and every command those modules give is listed."""
     import importlib
 
+    from archsql.author.cli import COMMANDS as AUTHOR_COMMANDS
     from archsql.cli import LAZY_COMMANDS
     from archsql.design.cli import COMMANDS
 
     for name, (module, attr) in LAZY_COMMANDS.items():
         assert getattr(importlib.import_module(module), attr).name == name
-    assert {c.name for c in COMMANDS} | {"corpus", "bench", "site", "kernels"} == set(LAZY_COMMANDS)
+    assert {c.name for c in (*COMMANDS, *AUTHOR_COMMANDS)} | {"corpus", "bench", "site", "kernels"} == set(
+        LAZY_COMMANDS
+    )
     assert set(LAZY_COMMANDS) <= set(cli.list_commands(None))

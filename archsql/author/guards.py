@@ -1,0 +1,477 @@
+"""The guards of a draft spec against its facts bundle: each a class of check with its own
+error codes, every error located (file:line $.path, or the checkpoint tensor, or the config
+key) and saying how to write it right.
+
+| guard | code | catches |
+| --- | --- | --- |
+| schema | A101 | the spec cannot be parsed, bound or evaluated (unknown names, bad fields, config keys missing) |
+| schema | A102 | tensors that cannot be joined (the evaluator's shape errors) |
+| schema | A103 | the draft reads another config.json than the facts' |
+| structure | A201 | a schedule that does not cover every layer or every value a per-layer config list holds |
+| structure | A202 | a dim bound and never used, or used and never bound |
+| structure | A203 | sliding windows that disagree with the config (``layer_types``, ``sliding_window``) |
+| structure | A204 | a node of the model graph whose output nothing reads, or a template no stack schedules |
+| coverage | A301 | a config key the spec does not read and does not list under ``config_unused:`` |
+| params | A401 | total parameters differ from the meta inventory's |
+| checkpoint | A501 | a checkpoint tensor no spec tensor claims |
+| checkpoint | A502 | a spec tensor the checkpoint does not have |
+| checkpoint | A503 | a stored dtype or packed element count that differs (quant scheme) |
+| checkpoint | A504 | an element count that differs |
+| checkpoint | A505 | same element count, different shape |
+| checkpoint | A506 | byte totals differ (the final checksum) |
+| checkpoint | A507 | a storage rule that matches nothing, or an unreadable checkpoint |
+| source | A601 | a stream or cache ``src:`` anchor not found in the modeling source |
+
+Schema, structure and coverage reuse the evaluator's own checks (:func:`archsql.evaluator.evaluate`
+and its unread-config-key warnings); checkpoint reuses the reconciliation of ``archsql validate``
+(:func:`archsql.publish_check.reconcile`, the store's ``checkpoint_reconciliation`` view);
+source reuses :mod:`archsql.source_guard`.  The checkpoint guard, the costly one (a scratch
+store), runs last and only when every other guard passed (``full=True`` runs it anyway).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from archsql.author.facts import Facts
+from archsql.errors import ArchsqlError, ConfigError, EvaluationError, Issue, ShapeError, SpecError
+
+GUARDS = ("schema", "structure", "coverage", "params", "checkpoint", "source")
+CODES: dict[str, tuple[str, str]] = {
+    "A101": ("schema", "the spec cannot be parsed, bound or evaluated"),
+    "A102": ("schema", "tensors that cannot be joined"),
+    "A103": ("schema", "the draft reads another config.json than the facts'"),
+    "A201": ("structure", "a schedule does not cover every layer or every listed config value"),
+    "A202": ("structure", "a dim bound and never used, or used and never bound"),
+    "A203": ("structure", "sliding windows disagree with the config"),
+    "A204": ("structure", "a dangling node or an unscheduled template"),
+    "A301": ("coverage", "a config key neither read nor listed under config_unused"),
+    "A401": ("params", "total parameters differ from the meta inventory"),
+    "A501": ("checkpoint", "a checkpoint tensor no spec tensor claims"),
+    "A502": ("checkpoint", "a spec tensor the checkpoint does not have"),
+    "A503": ("checkpoint", "stored dtype or packed element count differs"),
+    "A504": ("checkpoint", "element count differs"),
+    "A505": ("checkpoint", "same element count, different shape"),
+    "A506": ("checkpoint", "byte totals differ"),
+    "A507": ("checkpoint", "a storage rule matches nothing, or the checkpoint is unreadable"),
+    "A601": ("source", "a src: anchor is not found in the modeling source"),
+}
+
+
+@dataclass(frozen=True)
+class GuardError:
+    """One reason a draft does not pass, with its code (:data:`CODES`) and location."""
+
+    code: str
+    location: str
+    message: str
+    expected: str | None = None
+    got: str | None = None
+    hint: str | None = None
+
+    @property
+    def guard(self) -> str:
+        return CODES[self.code][0]
+
+    def render(self) -> str:
+        text = f"{self.code} [{self.guard}] {self.location}: {self.message}"
+        parts = [f"{k} {v}" for k, v in (("expected", self.expected), ("got", self.got)) if v is not None]
+        if parts:
+            text += f" ({', '.join(parts)})"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"guard": self.guard, **asdict(self)}
+
+
+@dataclass
+class GuardReport:
+    """Every guard's verdict on one draft: ``status`` per guard is ``passed``, ``failed`` or
+    ``skipped: <why>``; ``errors`` in guard order."""
+
+    status: dict[str, str] = field(default_factory=dict)
+    errors: list[GuardError] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors and all(s == "passed" or s.startswith("not applicable") for s in self.status.values())
+
+    def codes(self) -> list[str]:
+        return [e.code for e in self.errors]
+
+    def _set(self, guard: str, errors: list[GuardError]) -> None:
+        self.errors += errors
+        self.status[guard] = "failed" if errors else "passed"
+
+
+def _loc(issue: Issue) -> str:
+    loc = issue.location() if (issue.file or issue.line is not None) else "<spec>"
+    return f"{loc} {issue.path}" if issue.path else loc
+
+
+def _err(code: str, issue: Issue) -> GuardError:
+    return GuardError(code, _loc(issue), issue.message, issue.expected, issue.got, issue.hint)
+
+
+_DIM_USE = re.compile(r"is bound but no node|is used but not bound")
+_UNSCHEDULED = re.compile(r"is declared but no stack schedules it")
+
+
+def _spec_issue_code(issue: Issue) -> str:
+    """Schedule and dim-use issues of the evaluator are structure (A201, A202); the rest schema."""
+    path = issue.path or ""
+    if ".schedule" in path or path.endswith(".repeat"):
+        return "A201"
+    if _DIM_USE.search(issue.message):
+        return "A202"
+    if _UNSCHEDULED.search(issue.message):
+        return "A204"
+    return "A101"
+
+
+class Reconciler:
+    """The checkpoint guard's scratch stores, one per evaluated spec (keyed by the spec file,
+    its and its config's content), so a second checkpoint against the same draft adds only its
+    rows.  Without a folder the stores live in a temporary folder removed by :meth:`close`."""
+
+    def __init__(self, folder: str | Path | None = None):
+        self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="archsql-author-")
+        self.folder = Path(folder) if folder else Path(self._tmp.name)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._stores: dict[str, Path] = {}
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> Reconciler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def findings(self, analysis, checkpoint: pa.Table) -> list:
+        from archsql.publish_check import reconcile
+        from archsql.store import write_store
+
+        models = analysis.tables["models"]
+        sha, spec_file = models.column("spec_sha256")[0].as_py(), models.column("spec_file")[0].as_py()
+        key = hashlib.sha256(f"{analysis.model}\0{sha}\0{spec_file}".encode()).hexdigest()[:16]
+        if key not in self._stores:
+            db = self.folder / f"{key}.duckdb"
+            write_store(db, analysis.tables)
+            self._stores[key] = db
+        return reconcile(None, checkpoint, model=analysis.model, profile="native", store=self._stores[key])
+
+
+def _finding_code(f) -> str:
+    """The code of a reconciliation finding (:func:`archsql.publish_check.reconciliation_findings`:
+    its guard and the head of its message; tests/test_author.py pins A502 and A506)."""
+    if f.guard == "shape":
+        return "A505"
+    if f.message.startswith("file tensor is claimed by no"):
+        return "A501"
+    if f.message.startswith("spec tensor"):
+        return "A502"
+    if f.message.startswith("total bytes"):
+        return "A506"
+    if f.guard == "packing":
+        return "A503"
+    if "element count" in f.message:
+        return "A504"
+    return "A507"
+
+
+def check(
+    draft: str | Path,
+    facts: Facts,
+    *,
+    library=None,
+    reconciler: Reconciler | None = None,
+    full: bool = False,
+) -> GuardReport:
+    """Run every guard on the model spec ``draft`` against ``facts``."""
+    from archsql.evaluator import evaluate
+    from archsql.evaluator.bind import config_path
+    from archsql.schema.spec import parse_model
+    from archsql.specs import default_library
+
+    library = library or default_library()
+    report = GuardReport()
+    draft = Path(draft)
+    skipped = "skipped: the spec does not evaluate"
+    try:
+        spec, col = parse_model(draft)
+    except (SpecError, ConfigError) as exc:
+        report._set("schema", [_err("A101", i) for i in exc.issues] or [GuardError("A101", str(draft), str(exc))])
+        report.status.update({g: skipped for g in GUARDS[1:]})
+        return report
+    if spec is not None and "config" in spec.where and not col.issues:
+        used = config_path(spec, library.configs_dir)
+        if not used.is_file() or used.read_bytes() != facts.config_path.read_bytes():
+            w = spec.where["config"]
+            report.errors.append(
+                GuardError(
+                    "A103",
+                    f"{w.file}:{w.line}:{w.column} $.config",
+                    f"the spec reads {used}, not the facts' config.json",
+                    expected=str(facts.config_path),
+                    got=str(spec.config_file),
+                    hint="write config: config.json (the facts' copy beside the draft)",
+                )
+            )
+    analysis = None
+    try:
+        analysis = evaluate(draft, library)
+    except ShapeError as exc:
+        report.errors += [_err("A102", i) for i in exc.issues] or [GuardError("A102", str(draft), str(exc))]
+    except (SpecError, ConfigError, EvaluationError) as exc:
+        report.errors += [
+            GuardError(_spec_issue_code(i), _loc(i), i.message, i.expected, i.got, i.hint) for i in exc.issues
+        ] or [GuardError("A101", str(draft), str(exc))]
+    if analysis is None:
+        for guard in GUARDS:
+            report.status[guard] = "failed" if any(e.guard == guard for e in report.errors) else skipped
+        report.errors.sort(key=lambda e: (GUARDS.index(e.guard), e.code))
+        return report
+    before, report.errors = report.errors, []
+    report._set("schema", before)
+    spec = next(iter(analysis.walks.values())).program.model
+    report._set("structure", dangling_errors(spec) + window_errors(analysis, facts))
+    report._set("coverage", [_err("A301", w) for w in analysis.warnings])
+    if facts.inventory is None:
+        report.status["params"] = "not applicable: no meta inventory in the facts"
+    else:
+        errors, note = params_errors(analysis, facts, draft)
+        report._set("params", errors)
+        if note:  # the oracle cannot say: not a failure, and the report says why
+            report.status["params"] = f"not applicable: {note}"
+    if facts.source_dir is None:
+        report.status["source"] = "not applicable: no modeling source in the facts"
+    else:
+        from archsql.source_guard import check_sources
+
+        report._set("source", [_err("A601", i) for i in check_sources(spec, [facts.source_dir])])
+    if facts.tensors is None:
+        report.status["checkpoint"] = "not applicable: no tensor inventory in the facts"
+    elif report.errors and not full:
+        report.status["checkpoint"] = "skipped: runs once the other guards pass"
+    else:
+        try:
+            errors = checkpoint_errors(analysis, facts, library, reconciler, draft)
+        except ArchsqlError as exc:  # a store that cannot hold the draft's tables, say
+            errors = [_err("A507", i) for i in exc.issues] or [GuardError("A507", str(draft), str(exc))]
+        report._set("checkpoint", errors)
+    report.status = {g: report.status[g] for g in GUARDS}
+    report.errors.sort(key=lambda e: (GUARDS.index(e.guard), e.code))
+    return report
+
+
+def checkpoint_errors(
+    analysis, facts: Facts, library, reconciler: Reconciler | None = None, draft: Path | None = None
+) -> list[GuardError]:
+    """Reconciliation of the facts' tensor inventory against the spec, tensor by tensor (the
+    ``archsql validate`` code path), and the storage rules that match nothing."""
+    from archsql.evaluator.storage import NATIVE, bind_storage
+
+    binding = bind_storage(analysis, library, profile=NATIVE)
+    errors = [_err("A507", i) for i in binding.issues]
+    if reconciler is None:
+        with Reconciler() as own:
+            findings = own.findings(analysis, facts.tensors)
+    else:
+        findings = reconciler.findings(analysis, facts.tensors)
+    # the store names the spec by its file name; the report names the draft by its path
+    name = str(analysis.tables["models"].column("spec_file")[0].as_py())
+    for f in findings:
+        location = f.location
+        if draft is not None and location.startswith(f"{name} "):
+            location = f"{draft}{location[len(name) :]}"
+        errors.append(GuardError(_finding_code(f), location, f.message, f.expected, f.got, f.hint))
+    return errors
+
+
+def dangling_errors(spec) -> list[GuardError]:
+    """Nodes of the model graph whose output no node, stack or output reads: a weight that
+    reaches nothing is counted in the parameters but computes nothing the model returns."""
+    read = {ref.split(".")[0] for node in spec.graph.values() for ref in node.inputs}
+    read |= {str(o).split(".")[0] for o in spec.outputs}
+    out = []
+    for name, node in spec.graph.items():
+        if name not in read:
+            w = node.where
+            out.append(
+                GuardError(
+                    "A204",
+                    f"{w.file}:{w.line}:{w.column} {w.path}",
+                    f"node '{name}' is read by no node and is not an output",
+                    hint="connect it (another node's in:, or outputs:) or remove it; a checkpoint tensor it "
+                    "claims belongs to the node that really uses it",
+                )
+            )
+    return out
+
+
+def _sliding_layers(config: dict, layers: int) -> tuple[set[int] | None, int | None, str]:
+    """The layers the config says attend a sliding window (``None``: it does not say which, or
+    says nothing of windows), the window, and the config path that says so."""
+    for cfg, prefix in ((config, ""), (config.get("text_config") or {}, "text_config.")):
+        if not isinstance(cfg, dict):
+            continue
+        window = cfg.get("sliding_window")
+        window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+        types = cfg.get("layer_types")
+        if isinstance(types, list) and len(types) == layers:
+            sliding = {i for i, t in enumerate(types) if "sliding" in str(t)}
+            return sliding, window, f"$.{prefix}layer_types"
+        if window is not None:
+            on = cfg.get("use_sliding_window", True) is not False
+            return (None if on else set()), window, f"$.{prefix}sliding_window"
+    return None, None, "$"  # the config says nothing of sliding windows (a chunked cap is another key's)
+
+
+def window_errors(analysis, facts: Facts) -> list[GuardError]:
+    """Windows against the config: the layers whose caches are capped must be the layers
+    ``layer_types`` marks sliding; with only ``sliding_window`` (and ``use_sliding_window`` not
+    false), some layer must be capped; every cap must be ``sliding_window``."""
+    sched = analysis.tables["layer_schedule"].to_pylist()
+    caches = analysis.tables["caches"].to_pylist()
+    by_stack: dict[str, dict[int, str]] = defaultdict(dict)
+    for r in sched:
+        by_stack[r["stack"]][r["layer"]] = r["template"]
+    if not by_stack:
+        return []
+    stack = max(by_stack, key=lambda s: len(by_stack[s]))
+    layers = by_stack[stack]
+    windowed_templates: dict[str, set[int]] = defaultdict(set)
+    for c in caches:
+        parts = c["uid"].split("/")
+        if len(parts) > 2 and parts[0] == stack and c["window"]:
+            windowed_templates[parts[1]].add(int(c["window"]))
+    capped = {i for i, t in layers.items() if t in windowed_templates}
+    sliding, window, where = _sliding_layers(facts.config, len(layers))
+    spec_file = str(analysis.tables["models"].column("spec_file")[0].as_py())
+    at = f"{facts.config_path} {where}"
+    errors = []
+    if sliding is None:
+        if window is not None and not capped:
+            errors.append(
+                GuardError(
+                    "A203",
+                    at,
+                    f"the config sets sliding_window = {window} but no layer of stack '{stack}' caps its cache",
+                    expected=f"caches capped at {window} on the sliding layers",
+                    got="every cache uncapped",
+                    hint=f"bind the window dim to config.sliding_window in {Path(spec_file).name} "
+                    "(a component with a windowed cache), or say under config_unused why it does not apply",
+                )
+            )
+    elif sliding != capped:
+
+        def ranges(s):
+            return ", ".join(map(str, sorted(s)[:12])) + (" …" if len(s) > 12 else "")
+
+        errors.append(
+            GuardError(
+                "A203",
+                at,
+                f"layers with a capped cache differ from the sliding layers the config lists (stack '{stack}')",
+                expected=f"{len(sliding)} sliding layers",
+                got=f"{len(capped)} capped"
+                + (f"; not capped: {ranges(sliding - capped)}" if sliding - capped else "")
+                + (f"; capped but full: {ranges(capped - sliding)}" if capped - sliding else ""),
+                hint="schedule the layers from the config list (schedule: {from: config.layer_types, map: …}) "
+                "with a windowed template for the sliding values",
+            )
+        )
+    if window is not None:
+        wrong = sorted({w for ws in windowed_templates.values() for w in ws if w != window})
+        if wrong:
+            errors.append(
+                GuardError(
+                    "A203",
+                    at,
+                    "a cache is capped at another window than the config's sliding_window",
+                    expected=str(window),
+                    got=", ".join(map(str, wrong)),
+                    hint="bind the window dim to config.sliding_window",
+                )
+            )
+    return errors
+
+
+_SCALE_SUFFIXES = ("_scale_inv", ".weight_scale", ".input_scale", "_scales")
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.)|\{[a-z_]+\}")
+
+
+def _pattern(name: str) -> str:
+    return _INDEX.sub("*", name)
+
+
+def inventory_params(inventory: dict) -> dict[str, int]:
+    """Parameters per name pattern (layer and expert indices as ``*``) of a meta inventory's
+    checkpoint tensors: quantization scales are storage, not parameters; an MXFP4 ``_blocks``
+    tensor holds two parameters per byte."""
+    from math import prod
+
+    out: dict[str, int] = defaultdict(int)
+    for t in inventory["checkpoint_tensors"]:
+        name = t["name"]
+        if name.endswith(_SCALE_SUFFIXES):
+            continue
+        n = prod(t["shape"])
+        if name.endswith("_blocks"):
+            name, n = name.removesuffix("_blocks"), 2 * n
+        out[_pattern(name)] += n
+    return dict(out)
+
+
+def spec_params(analysis) -> dict[str, int]:
+    """Parameters per name pattern of the spec: each weight's elements × its instance count."""
+    counts = {r["uid"]: r["count"] for r in analysis.tables["instances"].to_pylist()}
+    out: dict[str, int] = defaultdict(int)
+    for w in analysis.tables["weights"].to_pylist():
+        out[_pattern(w["name"])] += w["elements"] * counts.get(w["uid"], 1)
+    return dict(out)
+
+
+def params_errors(analysis, facts: Facts, draft: Path) -> tuple[list[GuardError], str | None]:
+    """Total parameters against the meta inventory (a ``skipped`` note when the inventory
+    leaves out tensors the checkpoint has: transformers' ``ignored_on_load``)."""
+    inv = facts.inventory
+    if inv.get("ignored_on_load"):
+        return [], "the inventory leaves out tensors transformers ignores on load (ignored_on_load)"
+    expected, got = inventory_params(inv), spec_params(analysis)
+    total_e, total_g = sum(expected.values()), sum(got.values())
+    if total_e == total_g:
+        return [], None
+    diffs = sorted(
+        (
+            (p, got.get(p, 0) - expected.get(p, 0))
+            for p in set(expected) | set(got)
+            if got.get(p, 0) != expected.get(p, 0)
+        ),
+        key=lambda x: (-abs(x[1]), x[0]),
+    )
+    shown = "; ".join(f"{p} {d:+,}" for p, d in diffs[:4])
+    return [
+        GuardError(
+            "A401",
+            f"{draft} $.dims",
+            f"total parameters differ from the meta inventory by {total_g - total_e:+,}",
+            expected=f"{total_e:,}",
+            got=f"{total_g:,}",
+            hint=f"largest differences by tensor (spec − inventory): {shown}; check the dims bound to those "
+            "tensors' shapes against config.json",
+        )
+    ], None

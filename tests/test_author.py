@@ -1,0 +1,595 @@
+"""Spec authoring (issue 17): facts bundle, guards with codes and locations, the prompt, the
+agent loop, promote.
+
+Ground truth: the catalog's config snapshots (the same files as /work/shared/data/configs) and
+the meta-device inventories of tests/fixtures/meta_inventories (transformers' own tensor names
+and shapes).  The draft specs below are written here by hand, as an agent would write them;
+each mutation is one deliberate mistake that one guard must catch with its code and location.
+
+The checkpoint guard (a scratch DuckDB store) is the costly one: one :class:`Reconciler` is
+shared by the module, so each spec is written into a store once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from archsql.author import facts as facts_mod
+from archsql.author.guards import CODES, Reconciler, check
+from archsql.author.loop import AuthorError, Budget, CommandAgent, ScriptedAgent, author, promote
+from archsql.author.prompt import assemble, similar_models
+from archsql.cli import cli
+from archsql.specs import CONFIGS_DIR, default_library
+from tests.conftest import FIXTURES
+
+INVENTORIES = FIXTURES / "meta_inventories"
+
+# ------------------------------------------------------------------ hand-written draft specs
+
+DENSE = """\
+model: {name}
+config: config.json
+dims:
+  d_model: config.hidden_size
+  n_layers: config.num_hidden_layers
+  n_heads: config.num_attention_heads
+  n_kv_heads: config.num_key_value_heads
+  d_head: {d_head}
+  d_ff: config.intermediate_size
+  vocab: config.vocab_size
+  max_context: config.max_position_embeddings
+  window: {window}
+  qkv_bias: {bias}
+  o_bias: {bias}
+  mlp_bias: 0
+  tie_embeddings: config.tie_word_embeddings
+components: {{ block: pre_norm_block, attention: {attention}, ffn: swiglu_mlp }}
+templates:
+  dense: {{}}
+stacks:
+  decoder:
+    repeat: n_layers
+    path: model.layers
+    streams: {{ hidden: {{ carries: true }} }}
+    schedule: {schedule}
+inputs: [input_ids]
+graph:
+  embed_tokens: {{ op: embedding, in: input_ids, path: model.embed_tokens, dims: {{ vocab: vocab, d_model: d_model }} }}
+  decoder:      {{ stack: decoder, in: embed_tokens }}
+  norm:         {{ op: rmsnorm, in: decoder, path: model.norm, dims: {{ d: d_model }} }}
+  lm_head:      {{ op: lm_head, in: norm, dims: {{ d_model: d_model, vocab: vocab, tied: tie_embeddings }} }}
+outputs: [lm_head]
+{tail}"""
+
+QWEN = dict(
+    name="Qwen3-0.6B-authored",
+    d_head="config.head_dim",
+    window='"config.sliding_window if config.use_sliding_window else 0"',
+    bias="config.attention_bias",
+    attention="gqa_attention_qk_norm",
+    schedule="dense",
+    tail="config_unused:\n  max_window_layers: sliding windows are off (use_sliding_window is false)\n",
+)
+MISTRAL = dict(
+    name="Mistral-7B-authored",
+    d_head="config.hidden_size // config.num_attention_heads",
+    window="config.sliding_window",
+    bias="0",
+    attention="gqa_attention",
+    schedule="dense",
+    tail="",
+)
+
+
+def spec(base: dict, **changes) -> str:
+    return DENSE.format(**{**base, **changes})
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+def _bundle(root: Path, config_file: str, *, drop: str | None = None, transform=None) -> facts_mod.Facts:
+    src = root / "src"
+    src.mkdir(parents=True)
+    shutil.copyfile(CONFIGS_DIR / config_file, src / "config.json")
+    inventory = INVENTORIES / f"{config_file.removesuffix('.json')}.json.gz"
+    if drop or transform:  # a checkpoint that lacks one tensor; an inventory corrected
+        with gzip.open(inventory) as f:
+            data = json.load(f)
+        data["checkpoint_tensors"] = [t for t in data["checkpoint_tensors"] if t["name"] != drop]
+        if transform:
+            data["checkpoint_tensors"] = transform(data)
+        inventory = root / "inventory.json.gz"
+        inventory.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return facts_mod.gather(src, root / "facts", meta_inventory=inventory)
+
+
+@pytest.fixture(scope="module")
+def reconciler(tmp_path_factory):
+    return Reconciler(tmp_path_factory.mktemp("stores"))
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    return _bundle(tmp_path_factory.mktemp("qwen"), "Qwen__Qwen3-0.6B.json")
+
+
+@pytest.fixture(scope="module")
+def mistral(tmp_path_factory):
+    return _bundle(tmp_path_factory.mktemp("mistral"), "mistralai__Mistral-7B-Instruct-v0.1.json")
+
+
+def _draft(folder: Path, facts, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(facts.config_path, folder / "config.json")
+    (folder / "draft.yaml").write_text(text, encoding="utf-8")
+    return folder / "draft.yaml"
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+# ------------------------------------------------------------------ facts bundle
+
+
+def test_facts_bundle_keeps_sources_with_provenance(qwen):
+    with gzip.open(INVENTORIES / "Qwen__Qwen3-0.6B.json.gz") as f:
+        inv = json.load(f)
+    assert qwen.tensors.num_rows == inv["num_checkpoint_tensors"] == 310
+    assert pc.sum(pc.list_value_length(qwen.tensors["shape"])).as_py() > 0
+    elements = sum(int(n) for n in _elements(qwen.tensors))
+    assert elements == inv["num_checkpoint_elements"]
+    prov = json.loads((qwen.folder / "provenance.json").read_text())
+    assert set(prov["files"]) == {"config.json", "meta_inventory.json.gz"}
+    import hashlib
+
+    assert (
+        prov["files"]["config.json"]["sha256"]
+        == hashlib.sha256((CONFIGS_DIR / "Qwen__Qwen3-0.6B.json").read_bytes()).hexdigest()
+    )
+    assert "meta inventory" in prov["tensors"]["how"]
+    again = facts_mod.load(qwen.folder)
+    assert again.config == json.loads((CONFIGS_DIR / "Qwen__Qwen3-0.6B.json").read_text())
+    assert pq.read_table(qwen.folder / "tensors.parquet").equals(qwen.tensors)
+
+
+def _elements(table):
+    from math import prod
+
+    return [prod(s) for s in table.column("shape").to_pylist()]
+
+
+def test_facts_bundle_reads_safetensors_headers(tmp_path):
+    """A checkpoint folder: config.json, the real all-MiniLM-L6-v2 safetensors header as a
+    sparse file (104 tensors), a modeling file and generation_config.json — every one kept."""
+    from tests.test_ingest_headers import write_header
+    from tests.test_reconciliation import minilm_header
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "sentence-transformers__all-MiniLM-L6-v2.json", src / "config.json")
+    (src / "generation_config.json").write_text('{"max_length": 128}')
+    (src / "modeling_bert.py").write_text("class BertModel: pass\n")
+    header = minilm_header()
+    write_header(src / "model.safetensors", header)
+    facts = facts_mod.gather(src, tmp_path / "facts")
+    names = sorted(k for k in header if k != "__metadata__")
+    assert sorted(facts.tensors.column("name").to_pylist()) == names and len(names) == 104
+    assert facts.extra == {"generation_config.json": {"max_length": 128}}
+    assert facts.source_dir == tmp_path / "facts" / "source"
+    assert facts.provenance["tensors"]["how"].startswith("checkpoint headers")
+    assert set(facts.provenance["files"]) == {"config.json", "generation_config.json", "source/modeling_bert.py"}
+
+
+def test_facts_errors_are_located(tmp_path):
+    with pytest.raises(facts_mod.FactsError, match=r"no config\.json") as exc:
+        facts_mod.gather(tmp_path, tmp_path / "out")
+    assert exc.value.issues[0].file == str(tmp_path)
+    with pytest.raises(facts_mod.FactsError, match="not a facts bundle"):
+        facts_mod.load(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "inv.json").write_text('{"tensors": []}')
+    with pytest.raises(facts_mod.FactsError, match="checkpoint_tensors"):
+        facts_mod.gather(tmp_path, tmp_path / "out", meta_inventory=tmp_path / "inv.json")
+
+
+# ------------------------------------------------------------------ guards: mutations
+
+
+def test_dropped_layer_is_a_structure_error(qwen, tmp_path):
+    text = spec(QWEN, schedule='[{ template: dense, layers: "0:27" }]')
+    report = check(_draft(tmp_path, qwen, text), qwen)
+    assert report.codes() == ["A201"]
+    e = report.errors[0]
+    assert e.guard == "structure" and "does not cover layers 27" in e.message
+    assert e.location.startswith(f"{tmp_path / 'draft.yaml'}:{_line_of(text, 'schedule:')}")
+    assert "$.stacks.decoder.schedule" in e.location
+    assert report.status["checkpoint"].startswith("skipped")
+
+
+def test_dangling_node_is_a_structure_error(qwen, tmp_path):
+    """A norm nothing reads: A204 at its line; its 1024 (hidden_size) weights are parameters
+    the inventory does not have, so params says so too."""
+    text = spec(QWEN).replace(
+        "outputs: [lm_head]",
+        "  extra_norm:   { op: rmsnorm, in: decoder, path: model.extra_norm, dims: { d: d_model } }\noutputs: [lm_head]",
+    )
+    report = check(_draft(tmp_path, qwen, text), qwen)
+    assert report.codes() == ["A204", "A401"]
+    e = report.errors[0]
+    assert e.location.startswith(f"{tmp_path / 'draft.yaml'}:{_line_of(text, 'extra_norm:')}")
+    assert "'extra_norm' is read by no node" in e.message
+    assert "model.extra_norm.weight +1,024" in report.errors[1].hint
+
+
+def test_ignored_sliding_window_is_caught_by_coverage_and_structure(mistral, tmp_path):
+    report = check(_draft(tmp_path, mistral, spec(MISTRAL, window="0")), mistral)
+    assert sorted(report.codes()) == ["A203", "A301"]
+    by = {e.code: e for e in report.errors}
+    assert by["A301"].location == f"{mistral.config_path.parent.parent / 'src' / 'config.json'} $.sliding_window" or (
+        by["A301"].location.endswith("config.json $.sliding_window")
+    )
+    assert "sliding_window" in by["A301"].message
+    # structure: the config's window (4096, hand-read from config.json) caps no layer
+    assert by["A203"].location == f"{mistral.config_path} $.sliding_window"
+    assert "sliding_window = 4096" in by["A203"].message
+
+
+def test_wrong_window_value_is_a_structure_error(mistral, tmp_path):
+    report = check(_draft(tmp_path, mistral, spec(MISTRAL, window="config.sliding_window // 2")), mistral)
+    assert report.codes() == ["A203"]
+    assert report.errors[0].expected == "4096" and report.errors[0].got == "2048"
+
+
+def test_windows_swapped_against_layer_types_is_a_structure_error(tmp_path):
+    """gpt-oss-20b alternates sliding_attention and full_attention (config.layer_types); a
+    schedule mapping them the other way round caps exactly the wrong layers."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "openai__gpt-oss-20b.json", src / "config.json")
+    facts = facts_mod.gather(src, tmp_path / "facts")  # config only: no tensors, no inventory
+    text = default_library().model_path("gpt-oss-20b").read_text()
+    text = text.replace("config: openai__gpt-oss-20b.json", "config: config.json")
+    assert check(_draft(tmp_path / "right", facts, text), facts).errors == []
+    swapped = text.replace(
+        "map: { sliding_attention: sliding, full_attention: full }",
+        "map: { sliding_attention: full, full_attention: sliding }",
+    )
+    assert swapped != text
+    report = check(_draft(tmp_path / "wrong", facts, swapped), facts)
+    assert report.codes() == ["A203"]
+    e = report.errors[0]
+    types = facts.config["layer_types"]
+    sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+    assert e.location == f"{facts.config_path} $.layer_types"
+    assert e.expected == f"{len(sliding)} sliding layers"
+    assert e.got.startswith(f"{len(types) - len(sliding)} capped; not capped: {', '.join(map(str, sliding[:12]))}")
+
+
+def test_wrong_src_anchor_is_a_source_error(tmp_path):
+    """GLM-5.2's topk stream quotes its forward source; the facts bundle keeps the modeling
+    file of the checkpoint folder (here the stand-in of tests/test_source_guard.py), and an
+    anchor that is not in it is A601 on the draft's src: line."""
+    from tests.test_source_guard import FORWARD, NAME
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "zai-org__GLM-5.2.json", src / "config.json")
+    (src / NAME).write_text(FORWARD)
+    facts = facts_mod.gather(src, tmp_path / "facts")
+    assert facts.source_dir == tmp_path / "facts" / "source"
+    text = default_library().model_path("GLM-5.2").read_text()
+    text = text.replace("config: zai-org__GLM-5.2.json", "config: config.json")
+    wrong = text.replace("`topk_indices = prev_topk_indices`", "`topk_indices = previous_topk`")
+    assert wrong != text
+    report = check(_draft(tmp_path, facts, wrong), facts)
+    assert report.codes() == ["A601"]  # every other guard passed
+    assert report.errors[0].location.startswith(f"{tmp_path / 'draft.yaml'}:{_line_of(wrong, 'src:')}")
+    assert "topk_indices = previous_topk" in report.errors[0].message
+
+
+def test_unknown_component_is_a_schema_error(qwen, tmp_path):
+    text = spec(QWEN, attention="gqa_atention_qk_norm")
+    report = check(_draft(tmp_path, qwen, text), qwen)
+    assert report.codes() == ["A101"]
+    assert "gqa_attention_qk_norm" in (report.errors[0].hint or "")
+    assert report.errors[0].location.startswith(f"{tmp_path / 'draft.yaml'}:{_line_of(text, 'components:')}")
+
+
+def test_another_config_is_a_schema_error(qwen, tmp_path):
+    text = spec(QWEN).replace("config: config.json", "config: Qwen__Qwen3-8B.json")
+    report = check(_draft(tmp_path, qwen, text), qwen)
+    assert "A103" in report.codes()
+
+
+@pytest.fixture(scope="module")
+def deepseek(tmp_path_factory):
+    """DeepSeek-V2-Lite: its config snapshot (an MLC preset) drops q_lora_rank, so transformers
+    built a query LoRA the real checkpoint does not have; the inventory is corrected as
+    tests/test_inventory_params.py derives it (one q_proj per layer)."""
+    from tests.test_inventory_params import _without_query_lora
+
+    config = json.loads((CONFIGS_DIR / "deepseek-ai__DeepSeek-V2-Lite.json").read_text())
+
+    def correct(data):
+        return _without_query_lora({**data, "config": config}, data["checkpoint_tensors"])
+
+    facts = _bundle(tmp_path_factory.mktemp("dsv2"), "deepseek-ai__DeepSeek-V2-Lite.json", transform=correct)
+    facts.tensors = None  # the params guard alone (the inventory's dtypes are build dtypes, float32 here)
+    return facts
+
+
+def test_wrong_kv_lora_rank_is_a_params_error(deepseek, tmp_path):
+    lib = default_library()
+    text = lib.model_path("DeepSeek-V2-Lite").read_text()
+    text = text.replace("config: deepseek-ai__DeepSeek-V2-Lite.json", "config: config.json")
+    right = check(_draft(tmp_path / "right", deepseek, text), deepseek)
+    assert right.errors == [] and right.status["params"] == "passed"
+    assert right.status["checkpoint"].startswith("not applicable")
+    wrong = text.replace("d_kv_lora: config.kv_lora_rank", "d_kv_lora: config.kv_lora_rank // 2")
+    report = check(_draft(tmp_path / "wrong", deepseek, wrong), deepseek)
+    assert report.codes() == ["A401"]
+    e = report.errors[0]
+    assert e.location == f"{tmp_path / 'wrong' / 'draft.yaml'} $.dims"
+    # the latent projections are where it differs: kv_a_proj_with_mqa [kv_lora + rope, d] per layer
+    cfg = deepseek.config
+    per_layer = (cfg["kv_lora_rank"] // 2) * cfg["hidden_size"]
+    assert f"model.layers.*.self_attn.kv_a_proj_with_mqa.weight {-per_layer * cfg['num_hidden_layers']:+,}" in e.hint
+    # the right number read from another key (qk_rope_head_dim · 8 = 512 = kv_lora_rank) leaves
+    # kv_lora_rank unread: coverage says so
+    assert cfg["qk_rope_head_dim"] * 8 == cfg["kv_lora_rank"]
+    other = text.replace("d_kv_lora: config.kv_lora_rank", "d_kv_lora: config.qk_rope_head_dim * 8")
+    report = check(_draft(tmp_path / "other", deepseek, other), deepseek)
+    assert report.codes() == ["A301"] and report.errors[0].location.endswith("config.json $.kv_lora_rank")
+
+
+def test_missing_tensor_is_a_checkpoint_error(qwen_run, tmp_path, reconciler):
+    """The converged draft against a checkpoint that lacks one tensor (model.norm.weight,
+    hidden_size = 1024 elements): params and, run anyway, the checkpoint guard locate it."""
+    facts = _bundle(tmp_path, "Qwen__Qwen3-0.6B.json", drop="model.norm.weight")
+    draft = qwen_run.out / "scratch" / "draft.yaml"
+    assert check(draft, facts, reconciler=reconciler).codes() == ["A401"]
+    report = check(draft, facts, reconciler=reconciler, full=True)
+    by = {e.code: e for e in report.errors}
+    assert sorted(by) == ["A401", "A502", "A506"]
+    assert by["A502"].location == f"{draft} norm: model.norm.weight"
+    assert int(by["A401"].got.replace(",", "")) - int(by["A401"].expected.replace(",", "")) == 1024
+    assert by["A506"].expected.replace(",", "").split()[0] != by["A506"].got.replace(",", "").split()[0]
+
+
+def test_extra_and_transposed_tensors_are_checkpoint_errors(qwen_run, tmp_path, reconciler):
+    """The converged draft against a checkpoint with one tensor no module has and layer 0's
+    o_proj stored transposed ([1024, 2048] → [2048, 1024], same element count): A501 on the
+    extra tensor, A505 on the transposed one (run with full=True: params sees the extra one)."""
+
+    def mutate(data):
+        out = []
+        for t in data["checkpoint_tensors"]:
+            if t["name"] == "model.layers.0.self_attn.o_proj.weight":
+                t = {**t, "shape": t["shape"][::-1]}
+            out.append(t)
+        return [*out, {"name": "model.extra.weight", "shape": [8], "dtype": "bfloat16"}]
+
+    facts = _bundle(tmp_path, "Qwen__Qwen3-0.6B.json", transform=mutate)
+    draft = qwen_run.out / "scratch" / "draft.yaml"
+    report = check(draft, facts, reconciler=reconciler, full=True)
+    by = {e.code: e for e in report.errors}
+    assert sorted(by) == ["A401", "A501", "A505", "A506"]
+    assert by["A501"].location.endswith("model.safetensors: model.extra.weight")
+    assert by["A505"].location.endswith("model.layers.0.self_attn.o_proj.weight")
+    assert (by["A505"].expected, by["A505"].got) == ("[1024, 2048]", "[2048, 1024]")
+
+
+def test_every_code_belongs_to_a_guard():
+    from archsql.author.guards import GUARDS
+
+    assert {g for g, _ in CODES.values()} == set(GUARDS)
+
+
+# ------------------------------------------------------------------ prompt
+
+
+def test_prompt_is_deterministic_and_built_from_data(qwen):
+    lib = default_library()
+    first, second = assemble(qwen, lib), assemble(qwen, lib)
+    assert first == second
+    names = [n for n, _ in similar_models(qwen.config, lib)]
+    assert 3 <= len(names) <= 5 and "Qwen3-0.6B" not in names and "Qwen3-8B" in names
+    for name in names:
+        assert f"### {name} " in first
+    # an example that extends another shows its parent too (Qwen3-8B extends Meta-Llama-3.1-8B)
+    assert "Meta-Llama-3.1-8B.yaml (extended):\n```yaml\nmodel: Meta-Llama-3.1-8B" in first
+    assert "- linear: " in first and "- gqa_attention_qk_norm [attention]" in first
+    assert "A301 [coverage]" in first and '"num_hidden_layers": 28' in first
+    assert "   28 × model.layers.*.self_attn.q_norm.weight BF16 [128]" in first
+
+
+# ------------------------------------------------------------------ the loop, end to end
+
+
+@pytest.fixture(scope="module")
+def qwen_run(qwen, tmp_path_factory, reconciler):
+    """The loop on Qwen3-0.6B from an empty draft: three wrong attempts, then the right spec."""
+    replies = [
+        spec(QWEN, attention="gqa_atention_qk_norm"),  # A101: a typo
+        spec(QWEN, schedule='[{ template: dense, layers: "0:27" }]'),  # A201: a layer left out
+        spec(QWEN, tail=""),  # A301: max_window_layers neither read nor explained
+        spec(QWEN),
+    ]
+    out = tmp_path_factory.mktemp("qwen_run") / "out"
+    agent = ScriptedAgent(replies)
+    result = author(qwen, out, agent, budget=Budget(turns=6), reconciler=reconciler)
+    result.scripted = agent
+    return result
+
+
+def test_loop_converges_from_wrong_attempts_qwen(qwen_run, tmp_path, reconciler):
+    result = qwen_run
+    out = result.out
+    assert result.passed, result.final.errors
+    assert [[e["code"] for e in t["errors"]] for t in result.turns] == [["A101"], ["A201"], ["A301"], []]
+    assert result.final.status["checkpoint"] == "passed"
+    report = json.loads((out / "report.json").read_text())
+    assert report["passed"] and report["unresolved"] == [] and len(report["turns"]) == 4
+    assert (out / "draft.yaml").read_text() == spec(QWEN)
+    md = (out / "report.md").read_text()
+    assert "### turn 3: 1 error(s)" in md and "A301" in md
+    # the agent was fed each turn's errors
+    # each turn after the first was handed the previous turn's errors, codes and locations
+    handed = [[(e["code"], e["location"].split(" ")[-1]) for e in seen["errors"]] for seen in result.scripted.seen[1:]]
+    assert [[c for c, _ in h] for h in handed] == [["A101"], ["A201"], ["A301"]]
+    assert handed[1][0][1] == "$.stacks.decoder.schedule" and handed[2][0][1] == "$.max_window_layers"
+    fed = json.loads((out / "scratch" / "feedback.json").read_text())  # the last turn's
+    assert fed["turn"] == 4 and fed["errors"] == []
+    # promote re-runs every guard, then copies draft + config into the user spec folder
+    path = promote(out, tmp_path / "specs", reconciler=reconciler)
+    assert path == tmp_path / "specs" / "models" / "Qwen3-0.6B-authored.yaml"
+    assert "config: Qwen3-0.6B-authored.config.json" in path.read_text()
+    from archsql.api import user_library
+
+    assert "Qwen3-0.6B-authored" in user_library(tmp_path / "specs").catalog()
+
+
+def test_loop_converges_mistral_and_budget_stops(mistral, tmp_path, reconciler):
+    replies = [spec(MISTRAL, window="0"), None, spec(MISTRAL)]
+    result = author(mistral, tmp_path / "out", ScriptedAgent(replies), budget=Budget(turns=4), reconciler=reconciler)
+    assert result.passed and result.final.status["checkpoint"] == "passed"
+    codes = [sorted(e["code"] or "none" for e in t["errors"]) for t in result.turns]
+    assert codes == [["A203", "A301"], ["A203", "A301"], []]  # turn 2: nothing new written, the old draft checked again
+    assert result.turns[1]["note"] == "the draft did not change"
+    stopped = author(mistral, tmp_path / "out2", ScriptedAgent([spec(MISTRAL, window="0")]), budget=Budget(turns=2))
+    assert not stopped.passed and stopped.stopped == "turn budget spent (2 turns)"
+    assert {e["code"] for e in json.loads((tmp_path / "out2" / "report.json").read_text())["unresolved"]} == {
+        "A203",
+        "A301",
+    }
+    with pytest.raises(AuthorError, match="does not pass every guard"):
+        promote(tmp_path / "out2", tmp_path / "specs")
+
+
+def test_review_feeds_back_only_verified_defects(tmp_path):
+    """After the guards pass, one review: a defect whose evidence is true goes back to the
+    agent (a fix turn, guarded again); one with false evidence and one with none do not.
+    Mistral-7B's config (sliding_window 4096, 32 layers, read by hand) without tensors or
+    inventory: the checkpoint and params guards are not applicable, the loop stays cheap."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "mistralai__Mistral-7B-Instruct-v0.1.json", src / "config.json")
+    facts = facts_mod.gather(src, tmp_path / "facts")
+    review_text = (
+        "cfg:sliding_window=4096\ncfg:sliding_window=8192\nsrc:modeling_mistral.py:window\n"
+        "defect: doc should say the window is 4096 :: cfg:sliding_window=4096 :: cfg:num_hidden_layers=32\n"
+        "defect: the window should be 8192 :: cfg:sliding_window=8192\n"
+        "defect: attention should be MLA\n"
+    )
+    fixed = spec(MISTRAL).replace(
+        "config: config.json", "config: config.json\ndoc: every layer attends a 4096-key window"
+    )
+    agent = ScriptedAgent([spec(MISTRAL), fixed])
+    result = author(facts, tmp_path / "out", agent, budget=Budget(turns=3), reviewer=ScriptedAgent([review_text]))
+    assert result.passed and result.stopped == "every guard passed on turn 2"
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    statuses = ["verified", "contradicted", "unverified", "verified", "contradicted", "unverified"]
+    assert [c["status"] for c in report["claims"]] == statuses
+    # the agent's fix turn was handed the verified defect alone
+    assert agent.seen[0] is None
+    assert [d["claim"] for d in agent.seen[1]["review_defects"]] == ["defect: doc should say the window is 4096"]
+    assert agent.seen[1]["errors"] == []
+    review = report["turns"][0]["review"]
+    assert [d["claim"] for d in review if d["kind"] == "defect" and d["status"] == "verified"] == [
+        "defect: doc should say the window is 4096"
+    ]
+    assert (tmp_path / "out" / "draft.yaml").read_text() == fixed
+    assert "## Review claims" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_command_agent_runs_a_template_without_shell(mistral, tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import sys, pathlib\npathlib.Path(sys.argv[2]).write_text(pathlib.Path(sys.argv[1]).read_text())\n"
+    )
+    reply = tmp_path / "reply.yaml"
+    reply.write_text(spec(MISTRAL, window="0"))
+    agent = CommandAgent(f"{sys.executable} {script} {reply} {{draft}}")
+    result = author(mistral, tmp_path / "out", agent, budget=Budget(turns=1))
+    assert [e["code"] for e in result.turns[0]["errors"]] == ["A203", "A301"] or sorted(
+        e["code"] for e in result.turns[0]["errors"]
+    ) == ["A203", "A301"]
+    with pytest.raises(AuthorError, match="unknown placeholder"):
+        CommandAgent("agent {nope}")
+    with pytest.raises(AuthorError, match="empty"):
+        CommandAgent("  ")
+    with pytest.raises(AuthorError, match="agent command not found: no-such-agent-xyz"):
+        CommandAgent("no-such-agent-xyz {draft}")
+
+
+def test_cli_author_and_promote_errors(tmp_path):
+    runner = CliRunner()
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "mistralai__Mistral-7B-Instruct-v0.1.json", src / "config.json")
+    out = tmp_path / "out"
+    r = runner.invoke(cli, ["author", str(src), "--agent", "true", "--budget", "turns=1", "--out", str(out)])
+    assert r.exit_code == 1, r.output  # the agent wrote nothing: not passed, a verdict
+    assert "turn budget spent" in r.output
+    assert "the agent wrote no draft.yaml" in (out / "report.md").read_text() or "no draft" in r.output
+    r = runner.invoke(cli, ["author", str(src), "--agent", "true", "--budget", "turns=x"])
+    assert r.exit_code == 2 and "'x' is not a number" in r.output
+    r = runner.invoke(cli, ["promote", str(tmp_path), "--to", str(tmp_path / "specs")])
+    assert r.exit_code == 2 and "not an author output folder" in r.output and "Traceback" not in r.output
+
+
+# ------------------------------------------------------------------ review with checked evidence
+
+
+def test_evidence_claims_are_verified_contradicted_or_unverified(qwen, tmp_path):
+    """Qwen3-0.6B facts, values read by hand from its config.json and inventory:
+    num_hidden_layers 28, head_dim 128, sliding_window null, q_proj [2048, 1024]."""
+    from archsql.author.evidence import verify
+
+    (qwen.folder / "source").mkdir(exist_ok=True)
+    (qwen.folder / "source" / "modeling_qwen3.py").write_text(
+        "class Qwen3Attention(nn.Module):\n    def forward(self, hidden_states):\n"
+        "        query_states = self.q_norm(\n            self.q_proj(hidden_states))\n"
+    )
+    try:
+        claims = {
+            "cfg:num_hidden_layers=28": "verified",
+            "cfg:head_dim=64": "contradicted",
+            "cfg:sliding_window=null": "verified",
+            "cfg:use_sliding_window=false": "verified",
+            "cfg:num_hidden_layers=28.0": "contradicted",  # a float is not the config's int
+            "cfg:kv_lora_rank=512": "unverified",  # no such key in a GQA config
+            "ckpt:model.layers.0.self_attn.q_proj.weight [2048, 1024]": "verified",
+            "ckpt:model.layers.0.self_attn.q_proj.weight [1024, 2048]": "contradicted",
+            "ckpt:lm_head.weight [151936, 1024]": "contradicted",  # tied: not in the checkpoint
+            "count:model.layers.27.=11": "verified",  # 4 attention + 2 qk norms + 3 mlp + 2 norms
+            "count:model.layers.=300": "contradicted",  # 28 × 11 = 308
+            "src:modeling_qwen3.py:self.q_norm( self.q_proj(hidden_states))": "verified",
+            "src:modeling_qwen3.py:self.k_norm": "contradicted",
+            "src:modeling_llama.py:LlamaAttention": "unverified",
+            "ckpt:no shape here": "unverified",
+            "rumor:the model is good": "unverified",
+        }
+        results = verify(list(claims), qwen)
+        assert {r.claim: r.status for r in results} == claims
+        by = {r.claim: r for r in results}
+        assert by["cfg:head_dim=64"].evidence == "config.json head_dim = 128"
+        assert by["count:model.layers.=300"].evidence == "308 tensors start with 'model.layers.'"
+    finally:
+        shutil.rmtree(qwen.folder / "source")
+    no_tensors = facts_mod.Facts(qwen.folder, qwen.config, {}, None)
+    assert [r.status for r in verify(["ckpt:model.norm.weight [1024]", "count:model.=1"], no_tensors)] == [
+        "unverified",
+        "unverified",
+    ]
