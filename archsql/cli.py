@@ -345,7 +345,15 @@ def export(db: Path, directory: Path, fmt: str) -> None:
     show_default=True,
     help="v: image patches per request (a vision tower's input).",
 )
+@click.option(
+    "--framework",
+    default=None,
+    help="With --deployment: also the kernel this framework launches each node in (name@version, e.g. vllm@0.11).",
+)
+@click.option("--deployment", default=None, help="A deployment of the store, for --framework.")
+@click.pass_obj
 def explain(
+    db: Path,
     model: str,
     quantity: str,
     node: str | None,
@@ -354,12 +362,18 @@ def explain(
     new_tokens: int | None,
     context: int | None,
     image_patches: int,
+    framework: str | None,
+    deployment: str | None,
 ) -> None:
     """Print the formula and value of a model quantity.
 
     QUANTITY: flops (default), params, active_params or cache_elements (a batch of B requests at context c).
-    MODEL: a catalog name or a path to a model .yaml.
+    MODEL: a catalog name or a path to a model .yaml.  With --framework and --deployment, the
+    kernels the framework launches the nodes in follow, each with its fused members (read from
+    the store's launched_kernels view, as `archsql kernels` prints them).
     """
+    if (framework is None) != (deployment is None):
+        raise click.UsageError("--framework and --deployment go together")
     e = api.explain(
         model,
         quantity,
@@ -382,6 +396,19 @@ def explain(
         out.print("  workload  (does not depend on the workload)", markup=False)
     value = f"{e.value:.0f}" if e.value.is_integer() else f"{e.value:g}"
     out.print(f"  value     {value}  ({human(e.value)})", markup=False)
+    if framework is not None:
+        from archsql.launch import launched
+
+        launch = launched(db, e.model, framework=framework, deployment=deployment, phase=phase)
+        rows = [r for r in launch.kernels.to_pylist() if not e.node or any(m.endswith(e.node) for m in r["members"])]
+        out.print(
+            f"  kernels   {launch.framework} {launch.version} on {launch.deployment} ({launch.workload}): "
+            f"{len(rows)} launched kernel(s) run these nodes",
+            markup=False,
+        )
+        for r in rows:
+            how = f"fused by {r['rule']}" if r["rule"] else "launched alone"
+            out.print(f"    {r['kernel']} ({how}): {' + '.join(r['members'])}", markup=False)
 
 
 # ---------------------------------------------------------------------------- models
