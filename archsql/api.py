@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -126,38 +127,37 @@ def refresh(db: str | Path | None = None) -> list[str]:
 
 
 def check_read_only(sql: str) -> None:
-    """Reject statements that could change the store or touch the file system."""
-    import sqlglot
-    from sqlglot import exp
+    """Reject statements that could change the store or touch the file system.
 
+    The statements are split and typed by DuckDB's own parser (the one that will run them,
+    and no import: a point query from the CLI starts in a fraction of a second); only
+    queries (SELECT, VALUES, DESCRIBE, SHOW, SUMMARIZE, FROM/TABLE) pass.  Their syntax
+    tree (``json_serialize_sql``) is searched for file-reading functions.  The read-only
+    connection and ``enable_external_access = false`` (:func:`query`) refuse the rest."""
+    import duckdb
+
+    con = duckdb.connect()  # an empty in-memory database: parsing only
     try:
-        statements = sqlglot.parse(sql, read="duckdb")
-    except sqlglot.errors.ParseError as exc:
-        raise QueryError(f"cannot parse SQL: {exc.errors[0]['description'] if exc.errors else exc}") from None
-    allowed = (
-        exp.Select,
-        exp.Union,
-        exp.Intersect,
-        exp.Except,
-        exp.Describe,
-        exp.Show,
-        exp.Values,
-        exp.Table,
-        *(getattr(exp, name) for name in ("Summarize",) if hasattr(exp, name)),
-    )
-    for stmt in statements:
-        if stmt is None:
-            continue
-        if not isinstance(stmt, allowed) and not (
-            isinstance(stmt, exp.Command) and stmt.name.upper() in ("SUMMARIZE", "DESCRIBE", "SHOW")
-        ):
-            kind = stmt.key.upper()
-            raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement; {_instead(stmt)}")
-        for node in stmt.walk():
-            if isinstance(node, exp.Anonymous | exp.Func) and node.sql_name().lower() in _FILE_FUNCS:
-                raise UnsafeSQLError(
-                    f"'{node.sql_name().lower()}' reads or writes files; archsql sql only queries the store"
-                )
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise QueryError(f"cannot parse SQL: {_first_line(exc)}") from None
+        for stmt in statements:
+            if stmt.type != duckdb.StatementType.SELECT:
+                kind = stmt.type.name.replace("_", " ")
+                raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement; {_instead(sql)}")
+        (tree,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
+    finally:
+        con.close()
+    for name in sorted(set(_FUNCTION_NAME.findall(tree)) & _FILE_FUNCS):
+        raise UnsafeSQLError(f"'{name}' reads or writes files; archsql sql only queries the store")
+
+
+_FUNCTION_NAME = re.compile(r'"function_name":"([^"]+)"')
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 # the command that changes each parameter table (archsql/cli_params.py; the same in this module)
@@ -171,11 +171,16 @@ WRITE_COMMANDS = {
 }
 
 
-def _instead(stmt) -> str:
-    """What to run instead of a write statement: the parameter command of the table it names."""
+def _instead(sql: str) -> str:
+    """What to run instead of a write statement: the parameter command of the table it names
+    (sqlglot finds the tables; it loads only on this error path)."""
+    import sqlglot
     from sqlglot import exp
 
-    tables = [t.name for t in stmt.find_all(exp.Table)]
+    try:
+        tables = [t.name for stmt in sqlglot.parse(sql, read="duckdb") if stmt for t in stmt.find_all(exp.Table)]
+    except sqlglot.errors.SqlglotError:
+        tables = []
     for name in tables:
         if name.lower() in WRITE_COMMANDS:
             return f"to change {name.lower()} use {WRITE_COMMANDS[name.lower()]}"
@@ -259,7 +264,8 @@ def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
     leave out (empty for a store whose views predate the check)."""
     from archsql.store import connect
 
-    con = connect(Path(db) if db else default_db(), read_only=True)
+    # a base view over the parameter tables (never a derived table): no fingerprint, no shadows
+    con = connect(Path(db) if db else default_db(), read_only=True, derived=False)
     try:
         found = con.execute("select 1 from information_schema.tables where table_name = 'parameter_checks'").fetchall()
         if not found:

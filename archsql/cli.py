@@ -15,9 +15,6 @@ from typing import Any
 
 import click
 import pyarrow as pa
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.text import Text
 
 from archsql import __version__, api
 from archsql.cli_params import COMMANDS as PARAMETER_COMMANDS
@@ -129,6 +126,9 @@ def build(db: Path, models: tuple[str, ...], replace_catalog: bool, fmt: str, ou
 
     MODELS are catalog names or paths to model .yaml files; default: the whole catalog.
     """
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from archsql.specs import default_library
 
     check_format(fmt, output)
@@ -225,6 +225,8 @@ def _warn_invalid_rows(db: Path, shown: int = 5) -> None:
     rows = api.invalid_parameter_rows(db)
     if not rows:
         return
+    from rich.text import Text
+
     err = console(stderr=True)
     names = sorted({(r["parameter_table"], r["row_key"]) for r in rows})
     err.print(

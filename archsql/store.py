@@ -34,13 +34,9 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from archsql import __version__
-from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
-from archsql.gpus import load_gpus
-from archsql.schema.fusion import fusion_rules_table
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
     CHECKPOINT_TABLES,
@@ -50,18 +46,40 @@ from archsql.schema.tables import (
     REFERENCE_TABLES,
     TABLES,
 )
-from archsql.specs import FUSION_DIR
 from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views, view_graph
 
+# What a store is written with: loaded when a store is written, not when one is read (the
+# spec library, YAML and the evaluator stay out of a query's imports).
+
+
+def _load_default(name: str) -> pa.Table:
+    from archsql.defaults import load_default as load
+
+    return load(name)
+
+
+def _load_gpus() -> pa.Table:
+    from archsql.gpus import load_gpus as load
+
+    return load()
+
+
+def _fusion_rules() -> pa.Table:
+    from archsql.schema.fusion import fusion_rules_table
+    from archsql.specs import FUSION_DIR
+
+    return fusion_rules_table(FUSION_DIR)
+
+
 _DEFAULTS = {
-    "workloads": lambda: load_default("workloads"),
+    "workloads": lambda: _load_default("workloads"),
     "workload_images": lambda: PARAMETER_TABLES["workload_images"].empty_table(),  # text-only workloads
-    "dtypes": lambda: load_default("dtypes"),
-    "gpus": load_gpus,
-    "deployments": lambda: load_default("deployments"),
-    "deployment_mesh": lambda: load_default("deployment_mesh"),
-    "frameworks": lambda: load_default("frameworks"),
-    "deployment_frameworks": lambda: load_default("deployment_frameworks"),
+    "dtypes": lambda: _load_default("dtypes"),
+    "gpus": _load_gpus,
+    "deployments": lambda: _load_default("deployments"),
+    "deployment_mesh": lambda: _load_default("deployment_mesh"),
+    "frameworks": lambda: _load_default("frameworks"),
+    "deployment_frameworks": lambda: _load_default("deployment_frameworks"),
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
 }
@@ -69,11 +87,11 @@ _REFERENCE = {
     "parallel_groups": parallel_groups_table,
     "op_kernels": lambda: _primitives().op_kernels_table(),
     "op_math": lambda: _primitives().op_math_table(),
-    "fusion_rules": lambda: fusion_rules_table(FUSION_DIR),
+    "fusion_rules": _fusion_rules,
 }
 
 
-def _primitives():  # the evaluator loads when a store is written, not when one is read
+def _primitives():
     from archsql.evaluator.primitives import base
 
     return base
@@ -697,6 +715,8 @@ def _replace_table(con, name: str, table: pa.Table, *, exists: bool, key: tuple[
 def _check_keys(name: str, table: pa.Table, key: tuple[str, ...]) -> None:
     """A :class:`StoreError` naming the table, its key and each key value given more than
     once (or null): the table's primary key would refuse the rows."""
+    import pyarrow.compute as pc
+
     issues = []
     for column in key:
         nulls = table.column(column).null_count

@@ -22,15 +22,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError, TokenError
-from sqlglot.optimizer.qualify import qualify
 
 from archsql.errors import Issue, QueryError, SpecError, did_you_mean
+
+if TYPE_CHECKING:  # sqlglot loads when views are created or ordered, not when a store is read
+    from sqlglot import exp
 
 VIEWS_DIR = Path(__file__).parent
 LAYERS = ("base", "int", "reports")
@@ -324,6 +323,10 @@ def _parse(f: ViewFile) -> exp.Expression:
 
 
 def _parse_file(f: ViewFile) -> exp.Expression:
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
     try:
         trees = [t for t in sqlglot.parse(f.sql, dialect=DIALECT) if t is not None]
     except ParseError as exc:
@@ -341,6 +344,8 @@ def _parse_file(f: ViewFile) -> exp.Expression:
 
 
 def _dependencies(f: ViewFile, tree: exp.Expression, known: set[str], files) -> set[str]:
+    from sqlglot import exp
+
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     deps: set[str] = set()
     issues = []
@@ -432,6 +437,9 @@ def _live_schema(con: duckdb.DuckDBPyConnection, only: str | None = None) -> dic
 
 
 def _sqlglot_type(dtype: str) -> str:
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
     try:
         exp.DataType.build(dtype, dialect=DIALECT)
     except (ParseError, ValueError):
@@ -466,6 +474,10 @@ _VALIDATED: set[tuple] = set()
 
 
 def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str]]) -> None:
+    from sqlglot import exp
+    from sqlglot.errors import OptimizeError
+    from sqlglot.optimizer.qualify import qualify
+
     names = {t.name.lower() for t in tree.find_all(exp.Table)}
     key = (f.sql, tuple(sorted((n, tuple(schema[n].items())) for n in names if n in schema)))
     if key in _VALIDATED:
@@ -486,6 +498,8 @@ def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str
 
 
 def _find_column(tree: exp.Expression, name: str, line_col: re.Match | None):
+    from sqlglot import exp
+
     candidates = [c for c in tree.find_all(exp.Column) if c.name.lower() == name.lower()]
     if line_col:
         line, col = int(line_col.group(1)), int(line_col.group(2))
@@ -496,6 +510,8 @@ def _find_column(tree: exp.Expression, name: str, line_col: re.Match | None):
 
 def _column_hint(node: exp.Column, name: str, tree: exp.Expression, schema) -> str | None:
     """Suggest a close column name among the tables and CTEs the query reads."""
+    from sqlglot import exp
+
     choices: set[str] = set()
     for table in tree.find_all(exp.Table):
         choices |= set(schema.get(table.name.lower(), {}))
@@ -509,6 +525,8 @@ def _column_hint(node: exp.Column, name: str, tree: exp.Expression, schema) -> s
 
 
 def _position(text: str, node: exp.Expression) -> tuple[int | None, int | None]:
+    from sqlglot import exp
+
     start = node.meta.get("start") if isinstance(node, exp.Expression) else None
     if start is None:
         return None, None
