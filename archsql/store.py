@@ -24,6 +24,7 @@ writable one and a plain ``duckdb.connect`` read the live views.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import time
@@ -46,7 +47,15 @@ from archsql.schema.tables import (
     REFERENCE_TABLES,
     TABLES,
 )
-from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views, view_graph
+from archsql.views import (
+    DERIVED_SCHEMA,
+    SOURCES_TABLE,
+    create_views,
+    macro_files,
+    ordered_views,
+    view_graph,
+    view_reads,
+)
 
 # What a store is written with: loaded when a store is written, not when one is read (the
 # spec library, YAML and the evaluator stay out of a query's imports).
@@ -134,6 +143,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
         _check_layouts(con, existing, {**TABLES, **PARAMETER_TABLES, **REFERENCE_TABLES, **CHECKPOINT_TABLES}, path)
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
+        before = snapshot(con) if not params else Snapshot(False, {})  # a whole parameter table: all rows
         for name, table in evaluated.items():
             _write_evaluated(con, name, table, models, exists=name in existing)
         for name in PARAMETER_TABLES:
@@ -150,7 +160,9 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
                 _replace_table(con, name, schema.empty_table(), exists=False)
         _record_meta(con, models)
         create_views(con)
-        refresh(con)
+        # the models' rows written (and the build record): their derived rows computed again,
+        # unless a view, a reference table or anything else changed too (then all of them)
+        refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
         con.commit()
     except BaseException:
         con.rollback()
@@ -173,6 +185,7 @@ def write_checkpoint(
         raise StoreError(f"write_checkpoint takes the tensors of one checkpoint, got {len(ids)} checkpoint ids")
     checkpoint = ids[0]
     con = connect(db_path, read_only=False, derived=False)  # refreshed once, after the write
+    before = snapshot(con)
     con.begin()
     try:
         known = {r[0] for r in con.execute("select model from models").fetchall()}
@@ -192,6 +205,9 @@ def write_checkpoint(
         for name, schema in CHECKPOINT_TABLES.items():
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)
+        mapped = [
+            r[0] for r in con.execute("select model from checkpoints where checkpoint = ?", [checkpoint]).fetchall()
+        ]
         con.execute("delete from checkpoint_tensors where checkpoint = ?", [checkpoint])
         con.execute("delete from checkpoints where checkpoint = ?", [checkpoint])
         _insert_arrow(con, "checkpoint_tensors", table, create=False)
@@ -199,8 +215,8 @@ def write_checkpoint(
             [{"checkpoint": checkpoint, "model": model, "profile": profile}], schema=CHECKPOINT_TABLES["checkpoints"]
         )
         _insert_arrow(con, "checkpoints", mapping, create=False)
-        if refresh_derived:
-            refresh(con)
+        if refresh_derived:  # the rows of the model it maps to now, and of the one it mapped to before
+            refresh_changed(con, before, Change.of(CHECKPOINT_TABLES, model=[model, *mapped]))
         con.commit()
     except BaseException:
         con.rollback()
@@ -221,16 +237,7 @@ def insert_deployments(
     applies when ``usable_memory_fraction`` is not given.  Like every parameter write, it
     leaves the store's derived tables stale (:func:`refresh`) and ``con`` reading the live views."""
     columns = PARAMETER_TABLES["deployments"].names
-    base: dict[str, object] = {}
-    if like is not None:
-        found = con.sql("select * from deployments where deployment = ?", params=[like]).to_arrow_table().to_pylist()
-        if not found:
-            raise StoreError(f"no deployment '{like}' to copy")
-        base = found[0]
-        base.update(con.execute("select axis, degree from deployment_mesh where deployment = ?", [like]).fetchall())
-        framework = con.execute("select framework from deployment_frameworks where deployment = ?", [like]).fetchall()
-        if framework:
-            base["framework"] = framework[0][0]
+    base = deployment_fields(con, like) if like is not None else {}
     scalars, meshes, frameworks = [], [], []
     for row in rows:
         merged = {**base, **row}
@@ -247,6 +254,20 @@ def insert_deployments(
     insert_rows(con, "deployment_mesh", meshes)
     if frameworks:
         insert_rows(con, "deployment_frameworks", frameworks)
+
+
+def deployment_fields(con: duckdb.DuckDBPyConnection, deployment: str) -> dict[str, object]:
+    """Every field of a stored deployment, as :func:`insert_deployments` takes them: its
+    ``deployments`` columns, the degree of each mesh axis by name and its ``framework``."""
+    found = con.sql("select * from deployments where deployment = ?", params=[deployment]).to_arrow_table().to_pylist()
+    if not found:
+        raise StoreError(f"no deployment '{deployment}' to copy")
+    fields = found[0]
+    fields.update(con.execute("select axis, degree from deployment_mesh where deployment = ?", [deployment]).fetchall())
+    framework = con.execute("select framework from deployment_frameworks where deployment = ?", [deployment]).fetchall()
+    if framework:
+        fields["framework"] = framework[0][0]
+    return fields
 
 
 def keep_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
@@ -372,6 +393,11 @@ def fingerprint(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: It
     ``derived.sources``, written by :func:`archsql.views.create_views`), and the archsql,
     DuckDB and derived-format versions.  One query over the store's own tables (never a connection's
     temporary shadows)."""
+    return _combine(_digests(con, views, macros))
+
+
+def _digests(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: Iterable[str]) -> dict[str, str]:
+    """The fingerprint's parts: a digest per input table (and ``sources`` for the SQL)."""
     db = _quote(_current_database(con))
     parts = [
         f"select '{t}' as name, count(*)::varchar || ':' || coalesce(sum(hash(x)), 0)::varchar as digest "
@@ -385,16 +411,14 @@ def fingerprint(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: It
         "where (kind = 'view' and name in (select unnest($views::varchar[]))) "
         "or (kind = 'macro' and name in (select unnest($macros::varchar[])))"
     )
-    ((digest,),) = con.execute(
-        f"select md5(string_agg(name || '=' || digest, '|' order by name) || $versions) "
-        f"from ({' union all '.join(parts)})",
-        {
-            "views": sorted(views),
-            "macros": sorted(macros),
-            "versions": f"|archsql {__version__}|duckdb {duckdb.__version__}|{_DERIVED_FORMAT}",
-        },
-    ).fetchall()
-    return digest
+    rows = con.execute(" union all ".join(parts), {"views": sorted(views), "macros": sorted(macros)}).fetchall()
+    return dict(rows)
+
+
+def _combine(digests: Mapping[str, str]) -> str:
+    versions = f"|archsql {__version__}|duckdb {duckdb.__version__}|{_DERIVED_FORMAT}"
+    text = "|".join(f"{name}={digests[name]}" for name in sorted(digests)) + versions
+    return hashlib.md5(text.encode()).hexdigest()
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
@@ -445,14 +469,20 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
         done.append(f.name)
     for name in transient:  # read live again (from the stored views it reads)
         con.execute(f'drop table if exists temp.main."{name}"')
-    views = [f.name for f in files]
+    _record_freshness(con, [f.name for f in files], macros, done)
+    return done
+
+
+def _record_freshness(con: duckdb.DuckDBPyConnection, views: list[str], macros: list[str], done: list[str]) -> None:
+    """Record what the derived tables were computed from (the fingerprint now) and which they are."""
+    db = _quote(_current_database(con))
+    con.execute(f"drop table if exists {db}.{DERIVED}.{_FRESHNESS}")
     con.execute(
         f"create table {db}.{DERIVED}.{_FRESHNESS} as select ? as fingerprint, ?::varchar[] as views, "
         "?::varchar[] as macros, ?::varchar[] as materialized, ? as archsql_version, "
         "now()::timestamp as computed_at_utc",
         [fingerprint(con, views, macros), views, macros, done, __version__],
     )
-    return done
 
 
 def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -469,6 +499,155 @@ def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
         for name, f in files.items()
         if f.layer == "int" and len(readers[name]) == 1 and files[next(iter(readers[name]))].layer == "reports"
     }
+
+
+# -- incremental refresh -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a write changed: the store ``tables`` it wrote, and the key values whose rows it
+    wrote, by key column (``keys``: (column, values) pairs, the first a view has decides how
+    its rows are recomputed).  Archsql's writers declare their change (a deployment written:
+    ``Change(DEPLOYMENT_TABLES, (("deployment", (name,)),))``)."""
+
+    tables: frozenset[str]
+    keys: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @classmethod
+    def of(cls, tables: Iterable[str], **keys: Iterable[str]) -> Change:
+        return cls(frozenset(tables), tuple((column, tuple(sorted(set(v)))) for column, v in keys.items()))
+
+
+# the parameter tables each kind of parameter write changes
+DEPLOYMENT_TABLES = ("deployments", "deployment_mesh", "deployment_frameworks")
+WORKLOAD_TABLES = ("workloads", "workload_images")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The store's inputs before a write (:func:`snapshot`): the fingerprint's parts, and
+    whether the derived tables held the views' rows then."""
+
+    fresh: bool
+    digests: Mapping[str, str]
+
+
+def snapshot(con: duckdb.DuckDBPyConnection) -> Snapshot:
+    """Take before a write, then pass to :func:`refresh_changed` after it."""
+    recorded = _recorded(con)
+    if recorded is None:
+        return Snapshot(False, {})
+    digest, views, macros, _ = recorded
+    try:
+        digests = _digests(con, views, macros)
+    except duckdb.CatalogException:  # a table it reads is missing
+        return Snapshot(False, {})
+    return Snapshot(_combine(digests) == digest, digests)
+
+
+def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Change) -> list[str]:
+    """Bring the derived tables up to date after a write that changed only ``change``: the
+    derived rows of the changed keys are deleted and computed again, by each view's own SQL
+    over the store's rows of those keys (every other derived row is kept: it does not read
+    them).  Falls back to :func:`refresh` (everything computed again) unless the derived
+    tables were current ``before`` the write and nothing but ``change.tables`` moved since
+    (a view's SQL, a reference table, a table written another way).  Returns the views whose
+    rows were computed; records the new fingerprint either way.
+
+    A view's rows are recomputed by the first key column of ``change.keys`` it has (its rows
+    of those values: tables and derived rows of that column filtered to them, everything
+    else read whole), or, when it has none, all of them; a view that reads none of
+    ``change.tables`` is kept.  That a row of a key reads only the rows of that key (the
+    deployment ``x`` rows of ``step_sol`` read no other deployment) is what the views are
+    built on; tests/test_derived.py compares every derived table with its live view after
+    each kind of write."""
+    recorded = _recorded(con)
+    if not before.fresh or recorded is None:
+        return refresh(con)
+    _, views, macros, materialized = recorded
+    after = _digests(con, views, macros)
+    moved = {name for name in after.keys() | before.digests.keys() if after.get(name) != before.digests.get(name)}
+    files = ordered_views(con)
+    if not moved <= change.tables or [f.name for f in files] != views or set(materialized) - {f.name for f in files}:
+        return refresh(con)
+    unshadow(con)
+    reads = view_reads(con)
+    db = _quote(_current_database(con))
+    columns: dict[str, set[str]] = {}
+    for table, column in con.execute(
+        "select table_name, column_name from duckdb_columns() where database_name = current_database() "
+        "and schema_name in ('main', ?)",
+        [DERIVED],
+    ).fetchall():
+        columns.setdefault(table, set()).add(column)
+    stored = set(materialized)
+    state: list[tuple[str, tuple[str, ...]] | None] = [("", ())]  # the connection's filter now
+    done: list[str] = []
+    for f in files:
+        if f.name not in stored or not reads[f.name] & change.tables:
+            continue
+        key = next(((c, v) for c, v in change.keys if c in columns[f.name]), None)
+        if key is not None:
+            (nulls,) = con.execute(
+                f"select count(*) from {db}.{DERIVED}.{_quote(f.name)} where {_quote(key[0])} is null"
+            ).fetchone()
+            if nulls:  # rows of no key value: which change reaches them is unknown, so all of them
+                key = None
+        if key is not None and not key[1]:
+            continue  # no rows of this key were written
+        if state[0] != key:
+            _filter_to(con, key, stored, columns)
+            state[0] = key
+        where = "" if key is None else f" where {_quote(key[0])} in (select unnest(?::varchar[]))"
+        params = [] if key is None else [list(key[1])]
+        con.execute(f"delete from {db}.{DERIVED}.{_quote(f.name)}{where}", params)
+        con.execute(
+            f"insert into {db}.{DERIVED}.{_quote(f.name)} select * from {db}.main.{_quote(f.name)}{where}", params
+        )
+        done.append(f.name)
+    _filter_to(con, None, set(), columns)  # the store's tables again
+    shadow(con, materialized)
+    _record_freshness(con, views, macros, list(materialized))
+    return done
+
+
+def _filter_to(
+    con: duckdb.DuckDBPyConnection,
+    key: tuple[str, tuple[str, ...]] | None,
+    stored: set[str],
+    columns: Mapping[str, set[str]],
+) -> None:
+    """Make the store's tables with the key column, and the derived rows of ``stored`` views,
+    read as their rows of the key's values on ``con`` (temporary tables and views, which
+    shadow them); the other derived tables whole.  ``key`` None: derived rows whole and the
+    tables unfiltered (``stored`` empty: no shadows left)."""
+    db = _quote(_current_database(con))
+    column, values = key if key is not None else (None, ())
+    for name in (*TABLES, *PARAMETER_TABLES, *REFERENCE_TABLES, *CHECKPOINT_TABLES):
+        if column is not None and column in columns.get(name, ()):
+            con.execute(
+                f"create or replace temp table {_quote(name)} as select * from {db}.main.{_quote(name)} "
+                f"where {_quote(column)} in (select unnest(?::varchar[]))",
+                [list(values)],
+            )
+        else:
+            con.execute(f"drop table if exists temp.main.{_quote(name)}")
+    unshadow(con)
+    script = []
+    for name in sorted(stored):
+        where = ""
+        if column is not None and column in columns.get(name, ()):
+            where = f" where {_quote(column)} in ({', '.join(_literal(v) for v in values)})"
+        script.append(
+            f"create or replace temp view {_quote(name)} as select * from {db}.{DERIVED}.{_quote(name)}{where}"
+        )
+    if script:
+        con.execute(";\n".join(script))
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def shadow(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:

@@ -298,6 +298,26 @@ def view_graph(
     return files, {name: _dependencies(f, _parse(f), known, files) for name, f in files.items()}
 
 
+def view_reads(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> dict[str, set[str]]:
+    """The store tables each view of ``views_dir`` reads, directly or through the views it
+    reads (CTE names excluded): what its rows are computed from."""
+    from sqlglot import exp
+
+    files, deps = view_graph(con, views_dir)
+    tables = {name for name, kind in _relations(con).items() if kind == "BASE TABLE"}
+    direct: dict[str, set[str]] = {}
+    for name, f in files.items():
+        tree = _parse(f)
+        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        direct[name] = {
+            t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() in tables and t.name.lower() not in ctes
+        }
+    out: dict[str, set[str]] = {}
+    for name in _topological(files, deps):  # a view after the views it reads
+        out[name] = direct[name].union(*(out[d] for d in deps[name]))
+    return out
+
+
 def _temp_relations(con: duckdb.DuckDBPyConnection) -> set[str]:
     """Names of the connection's temporary tables and views (which shadow the store's)."""
     rows = con.execute("select table_name from information_schema.tables where table_catalog = 'temp'").fetchall()
