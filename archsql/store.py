@@ -53,6 +53,7 @@ from archsql.views import (
     create_views,
     macro_files,
     ordered_views,
+    view_files,
     view_graph,
     view_reads,
 )
@@ -354,6 +355,7 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
 
 DERIVED = DERIVED_SCHEMA
 _FRESHNESS = "freshness"
+_READS = "view_reads"  # the store tables each view reads (directly or through views), as refreshed
 # the view layers whose rows are computed into derived tables: base views only rename and
 # type the store's tables (reading them costs what reading the table does)
 DERIVED_LAYERS = ("int", "reports")
@@ -469,6 +471,11 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
         done.append(f.name)
     for name in transient:  # read live again (from the stored views it reads)
         con.execute(f'drop table if exists temp.main."{name}"')
+    reads = view_reads(con)  # for refresh_changed: which views a write reaches, without parsing them again
+    con.execute(
+        f"create table {db}.{DERIVED}.{_READS} as select unnest(?::varchar[]) as view, unnest(?::varchar[][]) as tables",
+        [list(reads), [sorted(t) for t in reads.values()]],
+    )
     _record_freshness(con, [f.name for f in files], macros, done)
     return done
 
@@ -568,11 +575,11 @@ def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Ch
     _, views, macros, materialized = recorded
     after = _digests(con, views, macros)
     moved = {name for name in after.keys() | before.digests.keys() if after.get(name) != before.digests.get(name)}
-    files = ordered_views(con)
-    if not moved <= change.tables or [f.name for f in files] != views or set(materialized) - {f.name for f in files}:
-        return refresh(con)
+    reads = _recorded_reads(con)
+    present = {f.name for f in view_files()} & set(_view_names(con))
+    if not moved <= change.tables or reads is None or present != set(views) or set(reads) != set(views):
+        return refresh(con)  # not only the change moved, or views came or went: all of them
     unshadow(con)
-    reads = view_reads(con)
     db = _quote(_current_database(con))
     columns: dict[str, set[str]] = {}
     for table, column in con.execute(
@@ -584,13 +591,13 @@ def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Ch
     stored = set(materialized)
     state: list[tuple[str, tuple[str, ...]] | None] = [("", ())]  # the connection's filter now
     done: list[str] = []
-    for f in files:
-        if f.name not in stored or not reads[f.name] & change.tables:
+    for name in views:  # in dependency order
+        if name not in stored or not reads[name] & change.tables:
             continue
-        key = next(((c, v) for c, v in change.keys if c in columns[f.name]), None)
+        key = next(((c, v) for c, v in change.keys if c in columns[name]), None)
         if key is not None:
             (nulls,) = con.execute(
-                f"select count(*) from {db}.{DERIVED}.{_quote(f.name)} where {_quote(key[0])} is null"
+                f"select count(*) from {db}.{DERIVED}.{_quote(name)} where {_quote(key[0])} is null"
             ).fetchone()
             if nulls:  # rows of no key value: which change reaches them is unknown, so all of them
                 key = None
@@ -601,15 +608,32 @@ def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Ch
             state[0] = key
         where = "" if key is None else f" where {_quote(key[0])} in (select unnest(?::varchar[]))"
         params = [] if key is None else [list(key[1])]
-        con.execute(f"delete from {db}.{DERIVED}.{_quote(f.name)}{where}", params)
-        con.execute(
-            f"insert into {db}.{DERIVED}.{_quote(f.name)} select * from {db}.main.{_quote(f.name)}{where}", params
-        )
-        done.append(f.name)
+        con.execute(f"delete from {db}.{DERIVED}.{_quote(name)}{where}", params)
+        con.execute(f"insert into {db}.{DERIVED}.{_quote(name)} select * from {db}.main.{_quote(name)}{where}", params)
+        done.append(name)
     _filter_to(con, None, set(), columns)  # the store's tables again
     shadow(con, materialized)
     _record_freshness(con, views, macros, list(materialized))
     return done
+
+
+def _recorded_reads(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]] | None:
+    """The store tables each view read when the derived tables were last computed in full."""
+    db = _quote(_current_database(con))
+    try:
+        rows = con.execute(f"select view, tables from {db}.{DERIVED}.{_READS}").fetchall()
+    except duckdb.CatalogException:  # computed by an archsql that did not record them
+        return None
+    return {view: set(tables) for view, tables in rows}
+
+
+def _view_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The names of the store's views (schema main)."""
+    rows = con.execute(
+        "select view_name from duckdb_views() where database_name = current_database() and schema_name = 'main' "
+        "and not internal"
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def _filter_to(
