@@ -7,6 +7,7 @@ the stored term rows were made of.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -259,6 +260,54 @@ def query(sql: str, db: str | Path | None = None) -> pa.Table:
         con.close()
 
 
+EXPORT_SCHEMA = pa.schema([("name", pa.string()), ("kind", pa.string()), ("rows", pa.int64()), ("file", pa.string())])
+
+
+def export_parquet(
+    directory: str | Path,
+    db: str | Path | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> pa.Table:
+    """Write every table and view of the store as ``directory/<name>.parquet`` (DuckDB's own
+    ``COPY … TO … (format parquet)``); returns one row per file (name, kind, rows, file).
+
+    Views are copied from the store's derived tables while these are current (the rows
+    queries read, never computed again); a view that is not stored (an int view private to
+    one report) is computed once from the stored views it reads.  When the derived tables
+    are stale, every view is computed once from the tables (each from the computed rows of
+    the views it reads).  ``progress(name, done, total)`` is called after each file."""
+    from archsql.store import connect, freshness
+    from archsql.views import computed_once
+
+    path = Path(db) if db else default_db()
+    out = Path(directory)
+    con = connect(path, read_only=True)
+    try:
+        relations = con.execute(
+            "select table_name, table_type from information_schema.tables "
+            "where table_catalog = current_database() and table_schema = 'main' order by table_name"
+        ).fetchall()
+        out.mkdir(parents=True, exist_ok=True)
+        con.execute("set enable_progress_bar = false")
+        con.execute("set preserve_insertion_order = false")  # rows in any order: the writer runs on every core
+        files = []
+        live = contextlib.nullcontext() if freshness(con).fresh else computed_once(con)
+        with live:
+            for i, (name, kind) in enumerate(relations, start=1):
+                file = out / f"{name}.parquet"
+                quoted = str(file).replace("'", "''")
+                name_sql = name.replace('"', '""')
+                (rows,) = con.execute(f"copy (select * from \"{name_sql}\") to '{quoted}' (format parquet)").fetchone()
+                files.append(
+                    {"name": name, "kind": "view" if kind == "VIEW" else "table", "rows": rows, "file": str(file)}
+                )
+                if progress:
+                    progress(name, i, len(relations))
+    finally:
+        con.close()
+    return pa.Table.from_pylist(files, schema=EXPORT_SCHEMA)
+
+
 def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
     """The rows of ``parameter_checks``: parameter rows that break a rule, which the views
     leave out (empty for a store whose views predate the check)."""
@@ -477,6 +526,7 @@ __all__ = [
     "deployments",
     "evaluate",
     "explain",
+    "export_parquet",
     "formula",
     "gpus",
     "query",

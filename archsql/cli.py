@@ -258,30 +258,25 @@ def _warn_invalid_rows(db: Path, shown: int = 5) -> None:
 @click.pass_obj
 def export(db: Path, directory: Path, fmt: str) -> None:
     """Write every table and view of the store as DIR/<name>.parquet."""
-    from archsql.store import connect
-    from archsql.views import computed_once
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    con = connect(db, read_only=True)
-    try:
-        relations = con.execute(
-            "select table_name, table_type from information_schema.tables "
-            "where table_catalog = current_database() and table_schema = 'main' order by table_name"
-        ).fetchall()
-        directory.mkdir(parents=True, exist_ok=True)
-        files = []
-        with computed_once(con):  # each view computed once, not once per view that reads it
-            for name, kind in relations:
-                path = directory / f"{name}.parquet"
-                quoted = str(path).replace("'", "''")
-                con.execute(f"copy (select * from \"{name}\") to '{quoted}' (format parquet)")
-                rows = con.execute(f'select count(*) from "{name}"').fetchone()[0]
-                files.append(
-                    {"name": name, "kind": "view" if kind == "VIEW" else "table", "rows": rows, "file": str(path)}
-                )
-    finally:
-        con.close()
-    schema = pa.schema([("name", pa.string()), ("kind", pa.string()), ("rows", pa.int64()), ("file", pa.string())])
-    emit(pa.Table.from_pylist(files, schema=schema), fmt, None, title=f"{len(files)} files in {directory}")
+    err = console(stderr=True)
+    with Progress(
+        TextColumn("[bold]{task.description:<36}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=err.is_terminal,
+    ) as bar:
+        task = bar.add_task("exporting", total=None)
+
+        def step(name: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=f"wrote {escape(printable(name))}.parquet")
+
+        files = api.export_parquet(directory, db=db, progress=step)
+    emit(files, fmt, None, title=f"{files.num_rows} files in {directory}")
 
 
 # ---------------------------------------------------------------------------- explain
