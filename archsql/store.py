@@ -355,7 +355,10 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
 
 DERIVED = DERIVED_SCHEMA
 _FRESHNESS = "freshness"
-_READS = "view_reads"  # the store tables each view reads (directly or through views), as refreshed
+# per view: the views it reads, the store tables it reads (through them too) and the md5 of
+# the SQL it was created from, recorded by a full refresh: what a write reaches and the order a
+# sweep computes views in, without parsing the views again (sqlglot) while their SQL is the same
+_GRAPH = "view_graph"
 # the view layers whose rows are computed into derived tables: base views only rename and
 # type the store's tables (reading them costs what reading the table does)
 DERIVED_LAYERS = ("int", "reports")
@@ -471,11 +474,7 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
         done.append(f.name)
     for name in transient:  # read live again (from the stored views it reads)
         con.execute(f'drop table if exists temp.main."{name}"')
-    reads = view_reads(con)  # for refresh_changed: which views a write reaches, without parsing them again
-    con.execute(
-        f"create table {db}.{DERIVED}.{_READS} as select unnest(?::varchar[]) as view, unnest(?::varchar[][]) as tables",
-        [list(reads), [sorted(t) for t in reads.values()]],
-    )
+    _record_graph(con, files)
     _record_freshness(con, [f.name for f in files], macros, done)
     return done
 
@@ -575,10 +574,10 @@ def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Ch
     _, views, macros, materialized = recorded
     after = _digests(con, views, macros)
     moved = {name for name in after.keys() | before.digests.keys() if after.get(name) != before.digests.get(name)}
-    reads = _recorded_reads(con)
-    present = {f.name for f in view_files()} & set(_view_names(con))
-    if not moved <= change.tables or reads is None or present != set(views) or set(reads) != set(views):
-        return refresh(con)  # not only the change moved, or views came or went: all of them
+    graph = recorded_graph(con)
+    if not moved <= change.tables or graph is None or graph.order != views:
+        return refresh(con)  # not only the change moved, or views came, went or changed: all of them
+    reads = graph.tables
     unshadow(con)
     db = _quote(_current_database(con))
     columns: dict[str, set[str]] = {}
@@ -617,14 +616,104 @@ def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Ch
     return done
 
 
-def _recorded_reads(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]] | None:
-    """The store tables each view read when the derived tables were last computed in full."""
+@dataclass(frozen=True)
+class ViewGraph:
+    """The store's views in dependency order, the views each reads directly and the store
+    tables each reads (directly or through the views it reads)."""
+
+    order: list[str]
+    reads: dict[str, set[str]]
+    tables: dict[str, set[str]]
+
+    def closure(self, needed: Iterable[str]) -> list[str]:
+        """``needed`` (names that are not views are ignored) and every view they read, in
+        dependency order."""
+        wanted: set[str] = set()
+        stack = [n.lower() for n in needed if n.lower() in self.reads]
+        while stack:
+            name = stack.pop()
+            if name not in wanted:
+                wanted.add(name)
+                stack.extend(self.reads[name])
+        return [name for name in self.order if name in wanted]
+
+
+def view_graph_of(con: duckdb.DuckDBPyConnection) -> ViewGraph:
+    """The graph of the store's views: as the last full refresh recorded it while every view's
+    SQL is the one it was recorded from, else parsed from the view files (sqlglot)."""
+    graph = recorded_graph(con)
+    if graph is not None:
+        return graph
+    _, deps = view_graph(con)
+    return ViewGraph([f.name for f in ordered_views(con)], deps, view_reads(con))
+
+
+def recorded_graph(con: duckdb.DuckDBPyConnection) -> ViewGraph | None:
+    """The view graph the last full refresh recorded, or None when a view of the store came,
+    went or was created from other SQL since (``derived.sources``) or none was recorded."""
     db = _quote(_current_database(con))
     try:
-        rows = con.execute(f"select view, tables from {db}.{DERIVED}.{_READS}").fetchall()
-    except duckdb.CatalogException:  # computed by an archsql that did not record them
+        rows = con.execute(
+            f"select g.view, g.reads, g.tables, g.sql_md5 is not distinct from s.sql_md5 "
+            f"from {db}.{DERIVED}.{_GRAPH} as g "
+            f"left join {db}.{DERIVED}.{SOURCES_TABLE} as s on s.kind = 'view' and s.name = g.view "
+            "order by g.position"
+        ).fetchall()
+    except duckdb.CatalogException:  # none recorded (an older store)
         return None
-    return {view: set(tables) for view, tables in rows}
+    present = {f.name for f in view_files()} & set(_view_names(con))
+    if not all(same for *_, same in rows) or {r[0] for r in rows} != present:
+        return None
+    return ViewGraph([r[0] for r in rows], {r[0]: set(r[1]) for r in rows}, {r[0]: set(r[2]) for r in rows})
+
+
+def _record_graph(con: duckdb.DuckDBPyConnection, files) -> None:
+    db = _quote(_current_database(con))
+    _, deps = view_graph(con)
+    tables = view_reads(con)
+    names = [f.name for f in files]
+    con.execute(f"drop table if exists {db}.{DERIVED}.{_GRAPH}")
+    con.execute(
+        f"create table {db}.{DERIVED}.{_GRAPH} as "
+        "select g.view, g.position, g.reads, g.tables, s.sql_md5 from (select unnest($names::varchar[]) as view, "
+        "unnest(range(len($names))) as position, unnest($reads::varchar[][]) as reads, "
+        "unnest($tables::varchar[][]) as tables) as g "
+        f"left join {db}.{DERIVED}.{SOURCES_TABLE} as s on s.kind = 'view' and s.name = g.view",
+        {"names": names, "reads": [sorted(deps[n]) for n in names], "tables": [sorted(tables[n]) for n in names]},
+    )
+
+
+def reuse_derived(
+    con: duckdb.DuckDBPyConnection, graph: ViewGraph, views: Iterable[str], changed: Iterable[str], *, model: str
+) -> list[str]:
+    """Make each stored view of ``views`` that reads none of the ``changed`` tables read as
+    its derived rows of ``model`` on ``con`` (a TEMP VIEW): what a sweep's grid cannot change
+    is not computed again.  Only while the derived tables hold the store's rows: take
+    :func:`snapshot` before writing the grid and call this only when it was fresh.  Returns
+    the views so shadowed."""
+    recorded = _recorded(con)
+    if recorded is None:
+        return []
+    stored = set(recorded[3])
+    changed = set(changed)
+    db = _quote(_current_database(con))
+    with_model = {
+        r[0]
+        for r in con.execute(
+            "select table_name from duckdb_columns() where database_name = current_database() and schema_name = ? "
+            "and column_name = 'model'",
+            [DERIVED],
+        ).fetchall()
+    }
+    reused = [name for name in views if name in stored and not graph.tables.get(name, changed) & changed]
+    script = [
+        f"create or replace temp view {_quote(name)} as select * from {db}.{DERIVED}.{_quote(name)}"
+        + (f" where model = {_literal(model)}" if name in with_model else "")
+        for name in reused
+    ]
+    if script:
+        con.execute(";\n".join(script))
+    return reused
 
 
 def _view_names(con: duckdb.DuckDBPyConnection) -> list[str]:

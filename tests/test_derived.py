@@ -469,3 +469,43 @@ def test_export_writes_every_relation_with_its_live_rows(cut_store, tmp_path, st
                 assert len(exported) == len(now) and all(map(_same, exported, now)), name
     finally:
         live.close()
+
+
+# ------------------------------------------------------------------ sweeps
+
+
+def test_a_sweep_reads_the_stored_rows_its_grid_cannot_change_and_answers_as_the_live_views(
+    cut_store, tmp_path, monkeypatch
+):
+    """A sweep on a fresh store reads the model-only views (no deployment or workload table
+    under them) from the derived rows; the same sweep on a store whose derived tables are
+    stale computes every view live: the answers are the same."""
+    import archsql.store
+    from archsql import sweep as sweeps
+
+    deployments, workloads = sweeps.grid(
+        ["H200 SXM", "B200 (HGX/DGX B200)"], [8], batch=[1, 64], context=[2048, 8192], degrees={"tp": [2, 8]}
+    )
+    reused: list[list[str]] = []
+    reuse = archsql.store.reuse_derived
+
+    def recorded(*args, **kwargs):
+        reused.append(reuse(*args, **kwargs))
+        return reused[-1]
+
+    monkeypatch.setattr(archsql.store, "reuse_derived", recorded)
+    fresh_db = _copy(cut_store, tmp_path, "fresh.duckdb")
+    fast = sweeps.sweep("Qwen3-30B-A3B", fresh_db, deployments, workloads)
+    assert reused and {"int_routed_experts", "int_template_layers", "int_gpu_specs"} <= set(reused[0])
+    assert not {"step_sol", "device_memory", "int_device_terms"} & set(reused[0])
+
+    stale_db = _copy(cut_store, tmp_path, "stale.duckdb")
+    with duckdb.connect(str(stale_db)) as raw:  # a framework no deployment uses: the answers stay
+        raw.execute("insert into frameworks select 'unused-framework', * exclude (framework) from frameworks limit 1")
+        assert not freshness(raw).fresh
+    live = sweeps.sweep("Qwen3-30B-A3B", stale_db, deployments, workloads)
+    assert len(reused) == 1  # the stale store reused nothing
+    assert fast.num_rows == live.num_rows == 2 * 2 * 2 * 2  # GPUs x tp degrees x batches x contexts
+    assert fast.column_names == live.column_names
+    for got, want in zip(fast.to_pylist(), live.to_pylist(), strict=True):
+        assert _same(got, want), (got, want)

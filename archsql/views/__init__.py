@@ -237,7 +237,11 @@ def check_invariants(
 
 @contextlib.contextmanager
 def computed_once(
-    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None, *, views: Iterable[str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    views_dir: str | Path | None = None,
+    *,
+    views: Iterable[str] | None = None,
+    order: Iterable[str] | None = None,
 ) -> Iterator[list[str]]:
     """While open, every view of ``views_dir`` on ``con`` (or only ``views`` and the views
     they read) reads as the rows it gives, computed
@@ -245,12 +249,14 @@ def computed_once(
     which shadows the view for the views after it and for every query on this connection
     (DuckDB looks in the temp schema first), so reading many views does not evaluate their
     shared chains again.  A view the connection already shadows (the store's derived tables,
-    :func:`archsql.store.connect`) is read as it is.  Yields the view names in that order;
-    the tables it made are dropped on exit.  Only for reading: a parameter-table change
+    :func:`archsql.store.connect`) is read as it is.  ``order``: the views to compute,
+    already in dependency order (the store's recorded graph,
+    :func:`archsql.store.view_graph_of`), instead of parsing the view files.  Yields the view
+    names in that order; the tables it made are dropped on exit.  Only for reading: a parameter-table change
     while open is not seen by the shadowed views.
     """
     shadows: list[str] = []
-    order = [f.name for f in ordered_views(con, views_dir, views)]
+    order = list(order) if order is not None else [f.name for f in ordered_views(con, views_dir, views)]
     try:
         already = _temp_relations(con)  # shadowed already (the store's derived rows): computed
         for name in order:
@@ -296,6 +302,25 @@ def view_graph(
     files = {f.name: f for f in view_files(views_dir) if relations.get(f.name) == "VIEW"}
     known = set(relations) | set(files)
     return files, {name: _dependencies(f, _parse(f), known, files) for name, f in files.items()}
+
+
+def relations_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str]:
+    """The names of the tables and views (and CTEs) a query reads, by DuckDB's own parser
+    (``json_serialize_sql``: no sqlglot)."""
+    import json
+
+    (tree,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
+    found: set[str] = set()
+    stack = [json.loads(tree)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+                found.add(node["table_name"].lower())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 def view_reads(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> dict[str, set[str]]:
