@@ -238,6 +238,16 @@ def _allow_reads(con, db: Path) -> None:
 
 def query(sql: str, db: str | Path | None = None) -> pa.Table:
     """Run a read-only query against the store; returns an Arrow table."""
+    return _query(sql, db, checked=False)[0]
+
+
+def query_checked(sql: str, db: str | Path | None = None) -> tuple[pa.Table, list[dict]]:
+    """:func:`query`, and the rows of ``parameter_checks`` (the parameter rows every answer
+    leaves out: :func:`invalid_parameter_rows`), read on the same connection."""
+    return _query(sql, db, checked=True)
+
+
+def _query(sql: str, db: str | Path | None, *, checked: bool) -> tuple[pa.Table, list[dict]]:
     import duckdb
 
     from archsql.store import connect
@@ -246,18 +256,39 @@ def query(sql: str, db: str | Path | None = None) -> pa.Table:
     path = Path(db) if db else default_db()
     con = connect(path, read_only=True)
     try:
+        invalid = _parameter_check_rows(con) if checked else []
         _allow_reads(con, path)  # registered folders (the kernel corpus partitions), nothing else
         for hook in _QUERY_HOOKS:
             hook(con, path)
         con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
         rel = con.sql(sql)
-        return rel.to_arrow_table() if rel is not None else pa.table({})
+        return (rel.to_arrow_table() if rel is not None else pa.table({})), invalid
     except duckdb.PermissionException as exc:
         raise UnsafeSQLError(f"archsql sql only queries the store: {exc}") from None
     except duckdb.Error as exc:
         raise QueryError(f"query failed: {exc}") from None
     finally:
         con.close()
+
+
+def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
+    """The rows of ``parameter_checks``: parameter rows that break a rule, which the views
+    leave out (empty for a store whose views predate the check)."""
+    from archsql.store import connect
+
+    con = connect(Path(db) if db else default_db(), read_only=True)
+    try:
+        return _parameter_check_rows(con)
+    finally:
+        con.close()
+
+
+def _parameter_check_rows(con) -> list[dict]:
+    found = con.execute("select 1 from information_schema.tables where table_name = 'parameter_checks'").fetchall()
+    if not found:
+        return []
+    rel = con.sql("select * from parameter_checks order by parameter_table, row_key, rule")
+    return rel.to_arrow_table().to_pylist()
 
 
 EXPORT_SCHEMA = pa.schema([("name", pa.string()), ("kind", pa.string()), ("rows", pa.int64()), ("file", pa.string())])
@@ -306,23 +337,6 @@ def export_parquet(
     finally:
         con.close()
     return pa.Table.from_pylist(files, schema=EXPORT_SCHEMA)
-
-
-def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
-    """The rows of ``parameter_checks``: parameter rows that break a rule, which the views
-    leave out (empty for a store whose views predate the check)."""
-    from archsql.store import connect
-
-    # a base view over the parameter tables (never a derived table): no fingerprint, no shadows
-    con = connect(Path(db) if db else default_db(), read_only=True, derived=False)
-    try:
-        found = con.execute("select 1 from information_schema.tables where table_name = 'parameter_checks'").fetchall()
-        if not found:
-            return []
-        rel = con.sql("select * from parameter_checks order by parameter_table, row_key, rule")
-        return rel.to_arrow_table().to_pylist()
-    finally:
-        con.close()
 
 
 def to_polars(table: pa.Table):
@@ -530,6 +544,7 @@ __all__ = [
     "formula",
     "gpus",
     "query",
+    "query_checked",
     "refresh",
     "remove_deployments",
     "remove_workloads",

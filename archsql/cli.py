@@ -197,8 +197,9 @@ def refresh(db: Path) -> None:
 def sql(db: Path, query: str, fmt: str, output: Path | None) -> None:
     """Run a read-only QUERY over the store's tables and views."""
     check_format(fmt, output)
-    emit(api.query(query, db=db), fmt, output)
-    _warn_invalid_rows(db)
+    table, invalid = api.query_checked(query, db=db)  # one connection for both
+    emit(table, fmt, output)
+    _warn_invalid_rows(db, rows=invalid)
 
 
 @cli.command("query")
@@ -219,10 +220,10 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
     _warn_invalid_rows(db)
 
 
-def _warn_invalid_rows(db: Path, shown: int = 5) -> None:
-    """On stderr: the parameter rows the views leave out (parameter_checks), so an answer
-    without them is never silent."""
-    rows = api.invalid_parameter_rows(db)
+def _warn_invalid_rows(db: Path, shown: int = 5, *, rows: list[dict] | None = None) -> None:
+    """On stderr: the parameter rows the views leave out (parameter_checks; ``rows`` when
+    already read), so an answer without them is never silent."""
+    rows = api.invalid_parameter_rows(db) if rows is None else rows
     if not rows:
         return
     from rich.text import Text
