@@ -127,7 +127,7 @@ def refresh(db: str | Path | None = None) -> list[str]:
     return refresh_store(Path(db) if db else default_db())
 
 
-def check_read_only(sql: str) -> None:
+def check_read_only(sql: str, con: Any = None) -> None:
     """Reject statements that could change the store or touch the file system.
 
     The statements are split and typed by DuckDB's own parser (the one that will run them,
@@ -137,7 +137,9 @@ def check_read_only(sql: str) -> None:
     connection and ``enable_external_access = false`` (:func:`query`) refuse the rest."""
     import duckdb
 
-    con = duckdb.connect()  # an empty in-memory database: parsing only
+    own = con is None
+    if own:
+        con = duckdb.connect()  # an empty in-memory database: parsing only
     try:
         try:
             statements = con.extract_statements(sql)
@@ -149,7 +151,8 @@ def check_read_only(sql: str) -> None:
                 raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement; {_instead(sql)}")
         (tree,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
     finally:
-        con.close()
+        if own:
+            con.close()
     for name in sorted(set(_FUNCTION_NAME.findall(tree)) & _FILE_FUNCS):
         raise UnsafeSQLError(f"'{name}' reads or writes files; archsql sql only queries the store")
 
@@ -250,12 +253,17 @@ def query_checked(sql: str, db: str | Path | None = None) -> tuple[pa.Table, lis
 def _query(sql: str, db: str | Path | None, *, checked: bool) -> tuple[pa.Table, list[dict]]:
     import duckdb
 
-    from archsql.store import connect
+    from archsql.store import connect, use_derived
+    from archsql.views import relations_read
 
-    check_read_only(sql)
     path = Path(db) if db else default_db()
-    con = connect(path, read_only=True)
+    con = connect(path, read_only=True, derived=False)
     try:
+        check_read_only(sql, con)  # DuckDB's parser: the query typed before anything runs
+        reads = relations_read(con, sql)
+        if reads is not None and checked:
+            reads.add("parameter_checks")
+        use_derived(con, path, reads)  # the derived tables the query reaches (all: None), while fresh
         invalid = _parameter_check_rows(con) if checked else []
         _allow_reads(con, path)  # registered folders (the kernel corpus partitions), nothing else
         for hook in _QUERY_HOOKS:

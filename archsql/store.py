@@ -344,7 +344,7 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
         raise StoreError(f"{path} {what}; {_BUILD_HINT}")
     if derived and read_only:  # a writable connection could change what a shadow holds
         try:
-            _use_derived(con, path)
+            use_derived(con, path)
         except BaseException:
             con.close()
             raise
@@ -828,13 +828,48 @@ def scope(
                 break
 
 
-def _use_derived(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+def use_derived(con: duckdb.DuckDBPyConnection, path: Path, reads: Iterable[str] | None = None) -> None:
+    """The guard of :func:`connect` on a read-only connection opened with ``derived=False``:
+    when the derived tables are fresh, shadow the views by them — only those a query reading
+    ``reads`` reaches (:func:`archsql.views.relations_read`), when given; when stale, tell
+    the registered notices."""
     state = freshness(con)
     if state.fresh:
-        shadow(con, state.materialized)
+        reached = None if reads is None else _reached(con, reads, set(state.materialized))
+        shadow(con, state.materialized if reached is None else reached)
         return
     for notice in _STALE_NOTICES:
         notice(path, state)
+
+
+def _reached(con: duckdb.DuckDBPyConnection, reads: Iterable[str], materialized: set[str]) -> list[str] | None:
+    """The stored views a query reading ``reads`` reaches: each stored view it reads, and the
+    stored views under each view it reads that is not stored (read live).  None (shadow every
+    one) when it reads a name that is neither a view of the recorded graph nor a store table
+    (a view made outside archsql's view files, a CTE): what that reads is not known here.
+    The graph is the one the derived tables were computed with: while they are fresh, the
+    views' SQL is the SQL it was recorded from (the fingerprint covers it)."""
+    db = _quote(_current_database(con))
+    try:
+        graph = dict(con.execute(f"select view, reads from {db}.{DERIVED}.{_GRAPH}").fetchall())
+    except duckdb.CatalogException:
+        return None
+    tables = {*TABLES, *PARAMETER_TABLES, *REFERENCE_TABLES, *CHECKPOINT_TABLES, "store_meta"}
+    reached: set[str] = set()
+    seen: set[str] = set()
+    stack = [name.lower() for name in reads]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in materialized:
+            reached.add(name)
+        elif name in graph:
+            stack.extend(graph[name])
+        elif name not in tables:
+            return None
+    return sorted(reached)
 
 
 def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, list[str], list[str], list[str]] | None:

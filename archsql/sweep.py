@@ -162,7 +162,8 @@ def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[d
         ).fetchall()
         if problems:  # the views leave an invalid row out: refuse the sweep rather than answer less
             raise QueryError("invalid sweep rows: " + "; ".join(f"{d}: {p}" for d, p in problems[:5]))
-        needed = graph.closure(relations_read(con, SWEEP_SQL))
+        read = relations_read(con, SWEEP_SQL)
+        needed = graph.order if read is None else graph.closure(read)
         if current:  # what the grid cannot change (model-only views, GPU specs): the model's stored rows
             reuse_derived(con, graph, needed, [*DEPLOYMENT_TABLES, *WORKLOAD_TABLES], model=model)
         with computed_once(con, order=needed):  # the rest planned and run once, each from the ones before

@@ -304,18 +304,22 @@ def view_graph(
     return files, {name: _dependencies(f, _parse(f), known, files) for name, f in files.items()}
 
 
-def relations_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str]:
-    """The names of the tables and views (and CTEs) a query reads, by DuckDB's own parser
-    (``json_serialize_sql``: no sqlglot)."""
+def relations_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
+    """The names a query reads as tables or views (CTE names and other ``table_name`` values
+    of its syntax tree too: a superset), by DuckDB's own parser (``json_serialize_sql``: no
+    sqlglot); None when DuckDB cannot serialize it (what it reads is then unknown)."""
     import json
 
-    (tree,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
+    (text,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
+    tree = json.loads(text)
+    if tree.get("error"):
+        return None
     found: set[str] = set()
-    stack = [json.loads(tree)]
+    stack = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+            if isinstance(node.get("table_name"), str) and node["table_name"]:
                 found.add(node["table_name"].lower())
             stack.extend(node.values())
         elif isinstance(node, list):
