@@ -3,7 +3,7 @@ answers in under half a second, and most of a cold call is importing modules).
 
 The ground truth is the interpreter's own module table after a real ``archsql sql`` call in
 a fresh process: the spec library's sympy, the view checker's sqlglot, polars and the rich
-progress bar are loaded by the commands that use them (build, explain, sweep, table output),
+progress bar and rich itself are loaded by the commands that use them (build, explain, sweep, table output),
 never by a query answered as csv.  The timing itself is a benchmark
 (benchmarks/bench_point.py), not a test.
 """
@@ -20,8 +20,8 @@ POINT = (
     "using (model, deployment, workload) where s.model = 'Meta-Llama-3.1-8B' "
     "and s.deployment = '8xH200-tp8' and s.workload = 'decode_b64_c2k'"
 )
-# loaded by the commands that need them, never by a query printed as csv
-HEAVY = ("sympy", "sqlglot", "polars", "rich.progress", "yaml", "archsql.specs", "archsql.evaluator")
+# loaded by the commands that need them (rich: by table output), never by a query printed as csv
+HEAVY = ("sympy", "sqlglot", "polars", "rich", "yaml", "archsql.specs", "archsql.evaluator")
 
 _PROBE = """
 import json, sys
