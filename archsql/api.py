@@ -7,8 +7,10 @@ the stored term rows were made of.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -188,39 +190,41 @@ def refresh(db: str | Path | None = None) -> list[str]:
     return refresh_store(Path(db) if db else default_db())
 
 
-def check_read_only(sql: str) -> None:
-    """Reject statements that could change the store or touch the file system."""
-    import sqlglot
-    from sqlglot import exp
+def check_read_only(sql: str, con: Any = None) -> None:
+    """Reject statements that could change the store or touch the file system.
 
+    The statements are split and typed by DuckDB's own parser (the one that will run them,
+    and no import: a point query from the CLI starts in a fraction of a second); only
+    queries (SELECT, VALUES, DESCRIBE, SHOW, SUMMARIZE, FROM/TABLE) pass.  Their syntax
+    tree (``json_serialize_sql``) is searched for file-reading functions.  The read-only
+    connection and ``enable_external_access = false`` (:func:`query`) refuse the rest."""
+    import duckdb
+
+    own = con is None
+    if own:
+        con = duckdb.connect()  # an empty in-memory database: parsing only
     try:
-        statements = sqlglot.parse(sql, read="duckdb")
-    except sqlglot.errors.ParseError as exc:
-        raise QueryError(f"cannot parse SQL: {exc.errors[0]['description'] if exc.errors else exc}") from None
-    allowed = (
-        exp.Select,
-        exp.Union,
-        exp.Intersect,
-        exp.Except,
-        exp.Describe,
-        exp.Show,
-        exp.Values,
-        exp.Table,
-        *(getattr(exp, name) for name in ("Summarize",) if hasattr(exp, name)),
-    )
-    for stmt in statements:
-        if stmt is None:
-            continue
-        if not isinstance(stmt, allowed) and not (
-            isinstance(stmt, exp.Command) and stmt.name.upper() in ("SUMMARIZE", "DESCRIBE", "SHOW")
-        ):
-            kind = stmt.key.upper()
-            raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement; {_instead(stmt)}")
-        for node in stmt.walk():
-            if isinstance(node, exp.Anonymous | exp.Func) and node.sql_name().lower() in _FILE_FUNCS:
-                raise UnsafeSQLError(
-                    f"'{node.sql_name().lower()}' reads or writes files; archsql sql only queries the store"
-                )
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise QueryError(f"cannot parse SQL: {_first_line(exc)}") from None
+        for stmt in statements:
+            if stmt.type != duckdb.StatementType.SELECT:
+                kind = stmt.type.name.replace("_", " ")
+                raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement; {_instead(sql)}")
+        (tree,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
+    finally:
+        if own:
+            con.close()
+    for name in sorted(set(_FUNCTION_NAME.findall(tree)) & _FILE_FUNCS):
+        raise UnsafeSQLError(f"'{name}' reads or writes files; archsql sql only queries the store")
+
+
+_FUNCTION_NAME = re.compile(r'"function_name":"([^"]+)"')
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 # the command that changes each parameter table (archsql/cli_params.py; the same in this module)
@@ -234,11 +238,16 @@ WRITE_COMMANDS = {
 }
 
 
-def _instead(stmt) -> str:
-    """What to run instead of a write statement: the parameter command of the table it names."""
+def _instead(sql: str) -> str:
+    """What to run instead of a write statement: the parameter command of the table it names
+    (sqlglot finds the tables; it loads only on this error path)."""
+    import sqlglot
     from sqlglot import exp
 
-    tables = [t.name for t in stmt.find_all(exp.Table)]
+    try:
+        tables = [t.name for stmt in sqlglot.parse(sql, read="duckdb") if stmt for t in stmt.find_all(exp.Table)]
+    except sqlglot.errors.SqlglotError:
+        tables = []
     for name in tables:
         if name.lower() in WRITE_COMMANDS:
             return f"to change {name.lower()} use {WRITE_COMMANDS[name.lower()]}"
@@ -295,20 +304,36 @@ def _allow_reads(con, db: Path) -> None:
 
 def query(sql: str, db: str | Path | None = None) -> pa.Table:
     """Run a read-only query against the store; returns an Arrow table."""
+    return _query(sql, db, checked=False)[0]
+
+
+def query_checked(sql: str, db: str | Path | None = None) -> tuple[pa.Table, list[dict]]:
+    """:func:`query`, and the rows of ``parameter_checks`` (the parameter rows every answer
+    leaves out: :func:`invalid_parameter_rows`), read on the same connection."""
+    return _query(sql, db, checked=True)
+
+
+def _query(sql: str, db: str | Path | None, *, checked: bool) -> tuple[pa.Table, list[dict]]:
     import duckdb
 
-    from archsql.store import connect
+    from archsql.store import connect, use_derived
+    from archsql.views import relations_read
 
-    check_read_only(sql)
     path = Path(db) if db else default_db()
-    con = connect(path, read_only=True)
+    con = connect(path, read_only=True, derived=False)
     try:
+        check_read_only(sql, con)  # DuckDB's parser: the query typed before anything runs
+        reads = relations_read(con, sql)
+        if reads is not None and checked:
+            reads.add("parameter_checks")
+        use_derived(con, path, reads)  # the derived tables the query reaches (all: None), while fresh
+        invalid = _parameter_check_rows(con) if checked else []
         _allow_reads(con, path)  # registered folders (the kernel corpus partitions), nothing else
         for hook in _QUERY_HOOKS:
             hook(con, path)
         con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
         rel = con.sql(sql)
-        return rel.to_arrow_table() if rel is not None else pa.table({})
+        return (rel.to_arrow_table() if rel is not None else pa.table({})), invalid
     except duckdb.PermissionException as exc:
         raise UnsafeSQLError(f"archsql sql only queries the store: {exc}") from None
     except duckdb.Error as exc:
@@ -324,13 +349,65 @@ def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
 
     con = connect(Path(db) if db else default_db(), read_only=True)
     try:
-        found = con.execute("select 1 from information_schema.tables where table_name = 'parameter_checks'").fetchall()
-        if not found:
-            return []
-        rel = con.sql("select * from parameter_checks order by parameter_table, row_key, rule")
-        return rel.to_arrow_table().to_pylist()
+        return _parameter_check_rows(con)
     finally:
         con.close()
+
+
+def _parameter_check_rows(con) -> list[dict]:
+    found = con.execute("select 1 from information_schema.tables where table_name = 'parameter_checks'").fetchall()
+    if not found:
+        return []
+    rel = con.sql("select * from parameter_checks order by parameter_table, row_key, rule")
+    return rel.to_arrow_table().to_pylist()
+
+
+EXPORT_SCHEMA = pa.schema([("name", pa.string()), ("kind", pa.string()), ("rows", pa.int64()), ("file", pa.string())])
+
+
+def export_parquet(
+    directory: str | Path,
+    db: str | Path | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> pa.Table:
+    """Write every table and view of the store as ``directory/<name>.parquet`` (DuckDB's own
+    ``COPY … TO … (format parquet)``); returns one row per file (name, kind, rows, file).
+
+    Views are copied from the store's derived tables while these are current (the rows
+    queries read, never computed again); a view that is not stored (an int view private to
+    one report) is computed once from the stored views it reads.  When the derived tables
+    are stale, every view is computed once from the tables (each from the computed rows of
+    the views it reads).  ``progress(name, done, total)`` is called after each file."""
+    from archsql.store import connect, freshness
+    from archsql.views import computed_once
+
+    path = Path(db) if db else default_db()
+    out = Path(directory)
+    con = connect(path, read_only=True)
+    try:
+        relations = con.execute(
+            "select table_name, table_type from information_schema.tables "
+            "where table_catalog = current_database() and table_schema = 'main' order by table_name"
+        ).fetchall()
+        out.mkdir(parents=True, exist_ok=True)
+        con.execute("set enable_progress_bar = false")
+        con.execute("set preserve_insertion_order = false")  # rows in any order: the writer runs on every core
+        files = []
+        live = contextlib.nullcontext() if freshness(con).fresh else computed_once(con)
+        with live:
+            for i, (name, kind) in enumerate(relations, start=1):
+                file = out / f"{name}.parquet"
+                quoted = str(file).replace("'", "''")
+                name_sql = name.replace('"', '""')
+                (rows,) = con.execute(f"copy (select * from \"{name_sql}\") to '{quoted}' (format parquet)").fetchone()
+                files.append(
+                    {"name": name, "kind": "view" if kind == "VIEW" else "table", "rows": rows, "file": str(file)}
+                )
+                if progress:
+                    progress(name, i, len(relations))
+    finally:
+        con.close()
+    return pa.Table.from_pylist(files, schema=EXPORT_SCHEMA)
 
 
 def to_polars(table: pa.Table):
@@ -534,9 +611,11 @@ __all__ = [
     "deployments",
     "evaluate",
     "explain",
+    "export_parquet",
     "formula",
     "gpus",
     "query",
+    "query_checked",
     "refresh",
     "remove_deployments",
     "remove_workloads",

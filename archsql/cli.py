@@ -15,9 +15,6 @@ from typing import Any
 
 import click
 import pyarrow as pa
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.text import Text
 
 from archsql import __version__, api
 from archsql.cli_params import COMMANDS as PARAMETER_COMMANDS
@@ -145,6 +142,9 @@ def build(
     default: the whole catalog (with --specs: every model of DIR).  Config keys a spec does
     not read are named on stderr as warnings.
     """
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from archsql.specs import default_library
 
     check_format(fmt, output)
@@ -178,6 +178,8 @@ def build(
             )
 
         report = api.build(names, db=db, progress=step, replace_catalog=replace_catalog, specs=specs)
+    from rich.text import Text
+
     for issue in report.warnings:
         err.print(Text(printable("warning: " + issue.render(), newlines=True), style="yellow"))
     from archsql import queries
@@ -227,8 +229,9 @@ def refresh(db: Path) -> None:
 def sql(db: Path, query: str, fmt: str, output: Path | None) -> None:
     """Run a read-only QUERY over the store's tables and views."""
     check_format(fmt, output)
-    emit(api.query(query, db=db), fmt, output)
-    _warn_invalid_rows(db)
+    table, invalid = api.query_checked(query, db=db)  # one connection for both
+    emit(table, fmt, output)
+    _warn_invalid_rows(db, rows=invalid)
 
 
 @cli.command("query")
@@ -249,12 +252,14 @@ def saved_query(db: Path, name: str | None, fmt: str, output: Path | None) -> No
     _warn_invalid_rows(db)
 
 
-def _warn_invalid_rows(db: Path, shown: int = 5) -> None:
-    """On stderr: the parameter rows the views leave out (parameter_checks), so an answer
-    without them is never silent."""
-    rows = api.invalid_parameter_rows(db)
+def _warn_invalid_rows(db: Path, shown: int = 5, *, rows: list[dict] | None = None) -> None:
+    """On stderr: the parameter rows the views leave out (parameter_checks; ``rows`` when
+    already read), so an answer without them is never silent."""
+    rows = api.invalid_parameter_rows(db) if rows is None else rows
     if not rows:
         return
+    from rich.text import Text
+
     err = console(stderr=True)
     names = sorted({(r["parameter_table"], r["row_key"]) for r in rows})
     err.print(
@@ -286,30 +291,25 @@ def _warn_invalid_rows(db: Path, shown: int = 5) -> None:
 @click.pass_obj
 def export(db: Path, directory: Path, fmt: str) -> None:
     """Write every table and view of the store as DIR/<name>.parquet."""
-    from archsql.store import connect
-    from archsql.views import computed_once
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    con = connect(db, read_only=True)
-    try:
-        relations = con.execute(
-            "select table_name, table_type from information_schema.tables "
-            "where table_catalog = current_database() and table_schema = 'main' order by table_name"
-        ).fetchall()
-        directory.mkdir(parents=True, exist_ok=True)
-        files = []
-        with computed_once(con):  # each view computed once, not once per view that reads it
-            for name, kind in relations:
-                path = directory / f"{name}.parquet"
-                quoted = str(path).replace("'", "''")
-                con.execute(f"copy (select * from \"{name}\") to '{quoted}' (format parquet)")
-                rows = con.execute(f'select count(*) from "{name}"').fetchone()[0]
-                files.append(
-                    {"name": name, "kind": "view" if kind == "VIEW" else "table", "rows": rows, "file": str(path)}
-                )
-    finally:
-        con.close()
-    schema = pa.schema([("name", pa.string()), ("kind", pa.string()), ("rows", pa.int64()), ("file", pa.string())])
-    emit(pa.Table.from_pylist(files, schema=schema), fmt, None, title=f"{len(files)} files in {directory}")
+    err = console(stderr=True)
+    with Progress(
+        TextColumn("[bold]{task.description:<36}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=err.is_terminal,
+    ) as bar:
+        task = bar.add_task("exporting", total=None)
+
+        def step(name: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=f"wrote {escape(printable(name))}.parquet")
+
+        files = api.export_parquet(directory, db=db, progress=step)
+    emit(files, fmt, None, title=f"{files.num_rows} files in {directory}")
 
 
 # ---------------------------------------------------------------------------- explain
@@ -701,6 +701,8 @@ def sweep(
             + (f"; … and {len(plan.dropped) - 5} more" if len(plan.dropped) > 5 else "")
         )
     if plan.dropped:
+        from rich.text import Text
+
         err.print(Text(f"dropped {plural(len(plan.dropped), 'grid point')}:", style="yellow"))
         for d in plan.dropped:
             err.print(Text(f"  {printable(str(d))}"))

@@ -20,6 +20,7 @@ to every table value, and by :func:`report_errors` to every error message.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -31,17 +32,16 @@ import traceback
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import pyarrow as pa
-from rich import box
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from archsql.errors import EXIT_INTERNAL_ERROR, EXIT_USER_ERROR, ArchsqlError, plural_of
+
+if TYPE_CHECKING:  # rich loads when something is printed through it: csv and json do not need it
+    from rich.console import Console
+    from rich.table import Table
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -65,13 +65,19 @@ def printable(text: str, *, newlines: bool = False) -> str:
     return _CONTROL.sub(escape, text)
 
 
-class SafeConsole(Console):
-    """A rich console that escapes control characters in every string it renders (printed
-    strings and table cells given as strings; :class:`rich.text.Text` built by archsql is
-    escaped where it is made)."""
+@functools.cache
+def _safe_console() -> type:
+    from rich.console import Console
 
-    def render_str(self, text: str, **kwargs: Any) -> Text:
-        return super().render_str(printable(text, newlines=True), **kwargs)
+    class SafeConsole(Console):
+        """A rich console that escapes control characters in every string it renders (printed
+        strings and table cells given as strings; :class:`rich.text.Text` built by archsql is
+        escaped where it is made)."""
+
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            return super().render_str(printable(text, newlines=True), **kwargs)
+
+    return SafeConsole
 
 
 def terminal_width() -> int | None:
@@ -80,14 +86,15 @@ def terminal_width() -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
-def console(stderr: bool = False) -> SafeConsole:
+def console(stderr: bool = False) -> Console:
     """A rich console as wide as the terminal ($COLUMNS wins); off a terminal with no
     $COLUMNS, tables keep their natural width (a pipe or a file gets every column)."""
     stream = sys.stderr if stderr else sys.stdout
     width = terminal_width()
+    safe = _safe_console()  # escapes control characters in every string it renders
     if stream.isatty():
-        return SafeConsole(file=stream, stderr=stderr, width=width)
-    return SafeConsole(file=stream, width=width or 100_000, color_system=None, highlight=False)
+        return safe(file=stream, stderr=stderr, width=width)
+    return safe(file=stream, width=width or 100_000, color_system=None, highlight=False)
 
 
 def human(n: float | int | None) -> str:
@@ -215,7 +222,7 @@ def _numeric(t: pa.DataType) -> bool:
 MIN_TEXT_WIDTH = 10
 # what a table's frame costs per column and in all: the boxed view puts " │ " between columns
 # and "│ " / " │" at the edges; the compact view (no vertical rules) two spaces between columns
-_FRAMES = ((box.HEAVY_HEAD, 3, 1), (box.SIMPLE_HEAD, 2, 0))
+_FRAMES = (("HEAVY_HEAD", 3, 1), ("SIMPLE_HEAD", 2, 0))  # rich.box names
 
 
 def rich_table(table: pa.Table, title: str | None = None, width: int | None = None) -> Table | Any:
@@ -223,6 +230,10 @@ def rich_table(table: pa.Table, title: str | None = None, width: int | None = No
     With ``width``: a view no wider than it — the boxed table; else the same table with its
     text columns wrapped, boxed or (narrower) without vertical rules; when the numbers
     alone need more, a vertical record view (one ``column  value`` block per row)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     units = [unit_of(f.name) if _numeric(f.type) else None for f in table.schema]
     numeric = [_numeric(f.type) for f in table.schema]
     headers = [printable(name) for name in table.column_names]
@@ -234,7 +245,7 @@ def rich_table(table: pa.Table, title: str | None = None, width: int | None = No
         ]
         if not fitting:
             return record_view(headers, rows, title=title, width=width)
-        frame = fitting[0]
+        frame = getattr(box, fitting[0])
     out = Table(title=title, header_style="bold", box=frame)
     for i, (name, is_number) in enumerate(zip(headers, numeric, strict=True)):
         out.add_column(
@@ -252,6 +263,8 @@ def _needed_width(headers: list[str], rows: list[list[str]], numeric: list[bool]
     """Width of the table with every number, the first column (the row's name) and their headers
     on one line, the other text columns and their headers wrapped to MIN_TEXT_WIDTH, in a
     frame costing ``per_column`` characters a column plus ``edges``."""
+    from rich.cells import cell_len
+
     total = 0
     for i, header in enumerate(headers):
         longest = max(cell_len(r[i]) for r in rows)
@@ -265,8 +278,11 @@ def _needed_width(headers: list[str], rows: list[list[str]], numeric: list[bool]
 def record_view(headers: list[str], rows: list[list[str]], *, title: str | None, width: int) -> Any:
     """Rows as vertical records (psql's expanded display): a rule per row, then one
     ``column  value`` line per column, values wrapped to the width."""
+    from rich.cells import cell_len
     from rich.console import Group
     from rich.rule import Rule
+    from rich.table import Table
+    from rich.text import Text
 
     key_width = min(max(cell_len(h) for h in headers), max(8, width // 3))
     parts: list[Any] = [Text(title, style="bold")] if title else []
@@ -312,6 +328,8 @@ def emit(result: pa.Table, fmt: str, output: Path | None, *, title: str | None =
         if output is None:
             show(result, title=title)
         else:
+            from rich.console import Console
+
             buffer = io.StringIO()
             Console(file=buffer, width=100_000, color_system=None).print(rich_table(result, title=title))
             output.write_text(buffer.getvalue(), encoding="utf-8")

@@ -21,7 +21,7 @@ The listings are queries of the parameter tables; the same functions are exporte
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,19 @@ from archsql.errors import Issue, ParameterError, did_you_mean, unknown_name
 from archsql.gpus.table import GPU_SCHEMA, parse_gpu_row
 from archsql.schema.parallel import AXES, MESH_AXES, fill_degrees
 from archsql.schema.tables import PARAMETER_TABLES, PHASES
-from archsql.store import connect, insert_deployments, insert_rows, refresh, remove_deployments, remove_workloads
+from archsql.store import (
+    DEPLOYMENT_TABLES,
+    WORKLOAD_TABLES,
+    Change,
+    connect,
+    deployment_fields,
+    insert_deployments,
+    insert_rows,
+    refresh_changed,
+    remove_deployments,
+    remove_workloads,
+    snapshot,
+)
 
 INT64_MAX = 2**63 - 1
 DEPLOYMENT_COLUMNS = PARAMETER_TABLES["deployments"].names
@@ -92,20 +104,29 @@ def _listed(db: Path, sql: str, key: str, names: Sequence[str] | None) -> pa.Tab
 
 
 @contextmanager
-def _writing(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """One transaction on the store: committed, then the derived tables refreshed so they
-    follow the parameter tables (docs/store.md), when the block ends; rolled back when it
-    raises."""
+def _writing(db: Path, change: Callable[[duckdb.DuckDBPyConnection], Change]) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One transaction on the store: committed, then the derived tables brought up to date
+    (docs/store.md), when the block ends; rolled back when it raises.  ``change(con)``, called
+    after the block, says what it wrote: only those keys' derived rows are computed again
+    (:func:`archsql.store.refresh_changed`)."""
     con = connect(db, read_only=False)
-    con.begin()
     try:
-        yield con
-    except BaseException:
-        con.rollback()
-        raise
-    else:
+        before = snapshot(con)
+        con.begin()
+        try:
+            yield con
+            written = change(con)
+        except BaseException:
+            con.rollback()
+            raise
         con.commit()
-        refresh(con)
+        con.begin()  # the derived rows of the write, in a transaction of their own: all or none
+        try:
+            refresh_changed(con, before, written)
+        except BaseException:
+            con.rollback()  # the derived tables as they were: stale, so read live, never wrong
+            raise
+        con.commit()
     finally:
         con.close()
 
@@ -145,7 +166,7 @@ def add_deployment(
     _check_int(fields.get("speculative_tokens"), "deployments.speculative_tokens", issues, minimum=0)
     _refuse(f"deployment '{deployment}' not added", issues)
 
-    with _writing(db) as con:
+    with _writing(db, lambda _: Change.of(DEPLOYMENT_TABLES, deployment=[deployment])) as con:
         existing = _names(con, "deployments", "deployment")
         if like is not None and like not in existing:
             message, hint = unknown_name("deployment", like, existing)
@@ -181,9 +202,11 @@ def add_deployment(
             if "gpus" not in row:  # the attention degrees given (dp, the filled axis, 1 unless given)
                 row["gpus"] = math.prod(given.get(a.name, a.default) for a in MESH_AXES if "attention" in a.spans)
             row.update(fill_degrees(row["gpus"], given))
+        if like is not None:  # read before a replaced deployment is removed: it may copy itself
+            row = {**deployment_fields(con, like), **row}
         if deployment in existing:
             remove_deployments(con, [deployment])
-        insert_deployments(con, [{"deployment": deployment, **row}], like=like)
+        insert_deployments(con, [{**row, "deployment": deployment}])
         problems = con.execute(
             "select rule, problem, fix from deployment_checks where deployment = ? order by rule", [deployment]
         ).fetchall()
@@ -228,11 +251,11 @@ def list_deployments(db: Path, names: Sequence[str] | None = None) -> pa.Table:
 def remove_deployment_rows(db: Path, names: Sequence[str]) -> list[str]:
     """Remove deployments (with their mesh and framework rows); an unknown name removes
     nothing and is an error with a "did you mean"."""
-    return _remove(db, "deployment", "deployments", names, remove_deployments)
+    return _remove(db, "deployment", "deployments", names, remove_deployments, DEPLOYMENT_TABLES)
 
 
-def _remove(db: Path, kind: str, table: str, names: Sequence[str], remove) -> list[str]:
-    with _writing(db) as con:
+def _remove(db: Path, kind: str, table: str, names: Sequence[str], remove, tables: Sequence[str]) -> list[str]:
+    with _writing(db, lambda _: Change.of(tables, **{kind: names})) as con:
         existing = _names(con, table, kind)
         issues = []
         for name in names:
@@ -282,7 +305,7 @@ def add_workload(
             )
         )
     _refuse(f"workload '{workload}' not added", issues)
-    with _writing(db) as con:
+    with _writing(db, lambda _: Change.of(WORKLOAD_TABLES, workload=[workload])) as con:
         existing = _names(con, "workloads", "workload")
         if workload in existing and not replace:
             _refuse(
@@ -329,7 +352,7 @@ def list_workloads(db: Path, names: Sequence[str] | None = None) -> pa.Table:
 
 def remove_workload_rows(db: Path, names: Sequence[str]) -> list[str]:
     """Remove workloads (with their image rows); an unknown name removes nothing."""
-    return _remove(db, "workload", "workloads", names, remove_workloads)
+    return _remove(db, "workload", "workloads", names, remove_workloads, WORKLOAD_TABLES)
 
 
 # ---------------------------------------------------------------------------- GPUs
@@ -351,7 +374,7 @@ def add_gpu(
         if key not in GPU_SCHEMA.names or key == "gpu":
             issues.append(Issue(f"unknown GPU column '{key}'", path="gpus", hint=did_you_mean(key, GPU_SCHEMA.names)))
     _refuse(f"GPU '{gpu}' not added", issues)
-    with _writing(db) as con:
+    with _writing(db, lambda con: _gpu_change(con, gpu)) as con:
         existing = _names(con, "gpus", "gpu")
         base: dict[str, object] = {}
         if like is not None:
@@ -380,6 +403,12 @@ def add_gpu(
             con.execute("delete from gpus where gpu = ?", [gpu])
         insert_rows(con, "gpus", [row])
     return list_gpus(db, [gpu])
+
+
+def _gpu_change(con: duckdb.DuckDBPyConnection, gpu: str) -> Change:
+    """A GPU row written: the rows of the deployments on it, and of the GPU itself."""
+    on_it = [r[0] for r in con.execute("select deployment from deployments where gpu = ?", [gpu]).fetchall()]
+    return Change.of(["gpus"], deployment=on_it, gpu=[gpu])
 
 
 def list_gpus(db: Path, names: Sequence[str] | None = None) -> pa.Table:

@@ -24,6 +24,7 @@ writable one and a plain ``duckdb.connect`` read the live views.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import time
@@ -34,14 +35,9 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from archsql import __version__
-from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
-from archsql.gpus import load_gpus
-from archsql.gpus.architectures import gpu_architectures_table
-from archsql.schema.fusion import fusion_rules_table
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
     CHECKPOINT_TABLES,
@@ -51,7 +47,6 @@ from archsql.schema.tables import (
     REFERENCE_TABLES,
     TABLES,
 )
-from archsql.specs import FUSION_DIR
 from archsql.store_layout import (
     KEPT,
     contract_digest,
@@ -62,17 +57,55 @@ from archsql.store_layout import (
     recorded_version,
     stored_models,
 )
-from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views, view_graph
+from archsql.views import (
+    DERIVED_SCHEMA,
+    SOURCES_TABLE,
+    create_views,
+    macro_files,
+    ordered_views,
+    view_files,
+    view_graph,
+    view_reads,
+)
+
+# What a store is written with: loaded when a store is written, not when one is read (the
+# spec library, YAML and the evaluator stay out of a query's imports).
+
+
+def _load_default(name: str) -> pa.Table:
+    from archsql.defaults import load_default as load
+
+    return load(name)
+
+
+def _load_gpus() -> pa.Table:
+    from archsql.gpus import load_gpus as load
+
+    return load()
+
+
+def _fusion_rules() -> pa.Table:
+    from archsql.schema.fusion import fusion_rules_table
+    from archsql.specs import FUSION_DIR
+
+    return fusion_rules_table(FUSION_DIR)
+
+
+def _gpu_architectures() -> pa.Table:
+    from archsql.gpus.architectures import gpu_architectures_table
+
+    return gpu_architectures_table()
+
 
 _DEFAULTS = {
-    "workloads": lambda: load_default("workloads"),
+    "workloads": lambda: _load_default("workloads"),
     "workload_images": lambda: PARAMETER_TABLES["workload_images"].empty_table(),  # text-only workloads
-    "dtypes": lambda: load_default("dtypes"),
-    "gpus": load_gpus,
-    "deployments": lambda: load_default("deployments"),
-    "deployment_mesh": lambda: load_default("deployment_mesh"),
-    "frameworks": lambda: load_default("frameworks"),
-    "deployment_frameworks": lambda: load_default("deployment_frameworks"),
+    "dtypes": lambda: _load_default("dtypes"),
+    "gpus": _load_gpus,
+    "deployments": lambda: _load_default("deployments"),
+    "deployment_mesh": lambda: _load_default("deployment_mesh"),
+    "frameworks": lambda: _load_default("frameworks"),
+    "deployment_frameworks": lambda: _load_default("deployment_frameworks"),
     "deployment_flags": lambda: PARAMETER_TABLES["deployment_flags"].empty_table(),  # every flag at its default
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
@@ -81,12 +114,12 @@ _REFERENCE = {
     "parallel_groups": parallel_groups_table,
     "op_kernels": lambda: _primitives().op_kernels_table(),
     "op_math": lambda: _primitives().op_math_table(),
-    "fusion_rules": lambda: fusion_rules_table(FUSION_DIR),
-    "gpu_architectures": gpu_architectures_table,
+    "fusion_rules": _fusion_rules,
+    "gpu_architectures": _gpu_architectures,
 }
 
 
-def _primitives():  # the evaluator loads when a store is written, not when one is read
+def _primitives():
     from archsql.evaluator.primitives import base
 
     return base
@@ -138,6 +171,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
         notes = _bring_layouts_up_to_date(con, existing, models, path)  # reference tables: rewritten
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
+        before = snapshot(con) if not params else Snapshot(False, {})  # a whole parameter table: all rows
         for name, table in evaluated.items():
             _write_evaluated(con, name, table, models, exists=name in existing)
         for name in PARAMETER_TABLES:
@@ -158,7 +192,9 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
                 _replace_table(con, name, schema.empty_table(), exists=False)
         _record_meta(con, models)
         create_views(con)
-        refresh(con)
+        # the models' rows written (and the build record): their derived rows computed again,
+        # unless a view, a reference table or anything else changed too (then all of them)
+        refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
         con.commit()
     except BaseException:
         con.rollback()
@@ -195,6 +231,7 @@ def write_checkpoint(
         raise StoreError(f"write_checkpoint takes the tensors of one checkpoint, got {len(ids)} checkpoint ids")
     checkpoint = ids[0]
     con = connect(db_path, read_only=False, derived=False)  # refreshed once, after the write
+    before = snapshot(con)
     con.begin()
     try:
         known = {r[0] for r in con.execute("select model from models").fetchall()}
@@ -214,6 +251,9 @@ def write_checkpoint(
         for name, schema in CHECKPOINT_TABLES.items():
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)
+        mapped = [
+            r[0] for r in con.execute("select model from checkpoints where checkpoint = ?", [checkpoint]).fetchall()
+        ]
         con.execute("delete from checkpoint_tensors where checkpoint = ?", [checkpoint])
         con.execute("delete from checkpoints where checkpoint = ?", [checkpoint])
         _insert_arrow(con, "checkpoint_tensors", table, create=False)
@@ -221,8 +261,8 @@ def write_checkpoint(
             [{"checkpoint": checkpoint, "model": model, "profile": profile}], schema=CHECKPOINT_TABLES["checkpoints"]
         )
         _insert_arrow(con, "checkpoints", mapping, create=False)
-        if refresh_derived:
-            refresh(con)
+        if refresh_derived:  # the rows of the model it maps to now, and of the one it mapped to before
+            refresh_changed(con, before, Change.of(CHECKPOINT_TABLES, model=[model, *mapped]))
         con.commit()
     except BaseException:
         con.rollback()
@@ -243,16 +283,7 @@ def insert_deployments(
     applies when ``usable_memory_fraction`` is not given.  Like every parameter write, it
     leaves the store's derived tables stale (:func:`refresh`) and ``con`` reading the live views."""
     columns = PARAMETER_TABLES["deployments"].names
-    base: dict[str, object] = {}
-    if like is not None:
-        found = con.sql("select * from deployments where deployment = ?", params=[like]).to_arrow_table().to_pylist()
-        if not found:
-            raise StoreError(f"no deployment '{like}' to copy")
-        base = found[0]
-        base.update(con.execute("select axis, degree from deployment_mesh where deployment = ?", [like]).fetchall())
-        framework = con.execute("select framework from deployment_frameworks where deployment = ?", [like]).fetchall()
-        if framework:
-            base["framework"] = framework[0][0]
+    base = deployment_fields(con, like) if like is not None else {}
     scalars, meshes, frameworks = [], [], []
     for row in rows:
         merged = {**base, **row}
@@ -271,22 +302,36 @@ def insert_deployments(
         insert_rows(con, "deployment_frameworks", frameworks)
 
 
+def deployment_fields(con: duckdb.DuckDBPyConnection, deployment: str) -> dict[str, object]:
+    """Every field of a stored deployment, as :func:`insert_deployments` takes them: its
+    ``deployments`` columns, the degree of each mesh axis by name and its ``framework``."""
+    found = con.sql("select * from deployments where deployment = ?", params=[deployment]).to_arrow_table().to_pylist()
+    if not found:
+        raise StoreError(f"no deployment '{deployment}' to copy")
+    fields = found[0]
+    fields.update(con.execute("select axis, degree from deployment_mesh where deployment = ?", [deployment]).fetchall())
+    framework = con.execute("select framework from deployment_frameworks where deployment = ?", [deployment]).fetchall()
+    if framework:
+        fields["framework"] = framework[0][0]
+    return fields
+
+
 def keep_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
-    """Remove every deployment not in ``names`` (its mesh and framework rows with it): a store
+    """Remove every deployment not in ``names`` (its mesh, framework and flag rows with it): a store
     whose views answer only the deployments a question is about (its derived tables stale
     until :func:`refresh`; ``con`` reads the live views)."""
     unshadow(con)
     keep = sorted(set(names))
-    for table in ("deployment_mesh", "deployment_frameworks", "deployments"):
+    for table in ("deployment_mesh", "deployment_frameworks", "deployment_flags", "deployments"):
         con.execute(f"delete from {table} where deployment not in (select unnest(?::varchar[]))", [keep])
 
 
 def remove_deployments(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
-    """Remove the named deployments with their mesh and framework rows (the complement of
-    :func:`keep_deployments`; derived tables stale until :func:`refresh`)."""
+    """Remove the named deployments with their mesh, framework and launch-flag rows (the
+    complement of :func:`keep_deployments`; derived tables stale until :func:`refresh`)."""
     unshadow(con)
     drop = sorted(set(names))
-    for table in ("deployment_mesh", "deployment_frameworks", "deployments"):
+    for table in ("deployment_mesh", "deployment_frameworks", "deployment_flags", "deployments"):
         con.execute(f"delete from {table} where deployment in (select unnest(?::varchar[]))", [drop])
 
 
@@ -344,16 +389,10 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
         hint = _BUILD_HINT if len(missing) == len(expected) else _REPAIR_HINT
         raise StoreError(f"{path} {what}; {hint}")
     try:
-        state = freshness(con) if derived and read_only else None  # a writable one could change a shadow
-        if state is not None and state.fresh:
-            shadow(con, state.materialized)  # fresh rows were computed from this layout
-            return con
-        drifted = [d for d in drift(con) if not d.missing]
-        if drifted:
-            raise layout_error(path, drifted, recorded_version(con))
-        if state is not None:
-            for notice in _STALE_NOTICES:
-                notice(path, state)
+        if derived and read_only:  # a writable connection could change what a shadow holds
+            use_derived(con, path)
+        else:
+            check_layout(con, path)
     except BaseException:
         con.close()
         raise
@@ -364,9 +403,16 @@ def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True
 
 DERIVED = DERIVED_SCHEMA
 _FRESHNESS = "freshness"
+# per view: the views it reads, the store tables it reads (through them too) and the md5 of
+# the SQL it was created from, recorded by a full refresh: what a write reaches and the order a
+# sweep computes views in, without parsing the views again (sqlglot) while their SQL is the same
+_GRAPH = "view_graph"
 # the view layers whose rows are computed into derived tables: base views only rename and
 # type the store's tables (reading them costs what reading the table does)
 DERIVED_LAYERS = ("int", "reports")
+# and the base view every answer reads through: the parameter rows the views leave out, which
+# the CLI reports after each query (computed once rather than on every call)
+DERIVED_BASE_VIEWS = ("parameter_checks",)
 # bumped when the way derived rows are computed or fingerprinted changes
 _DERIVED_FORMAT = 1
 # tables whose whole content is fingerprinted (small: what a person edits, what code writes);
@@ -403,6 +449,11 @@ def fingerprint(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: It
     ``derived.sources``, written by :func:`archsql.views.create_views`), and the archsql,
     DuckDB and derived-format versions.  One query over the store's own tables (never a connection's
     temporary shadows)."""
+    return _combine(_digests(con, views, macros))
+
+
+def _digests(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: Iterable[str]) -> dict[str, str]:
+    """The fingerprint's parts: a digest per input table (and ``sources`` for the SQL)."""
     db = _quote(_current_database(con))
     parts = [
         f"select '{t}' as name, count(*)::varchar || ':' || coalesce(sum(hash(x)), 0)::varchar as digest "
@@ -416,16 +467,14 @@ def fingerprint(con: duckdb.DuckDBPyConnection, views: Iterable[str], macros: It
         "where (kind = 'view' and name in (select unnest($views::varchar[]))) "
         "or (kind = 'macro' and name in (select unnest($macros::varchar[])))"
     )
-    ((digest,),) = con.execute(
-        f"select md5(string_agg(name || '=' || digest, '|' order by name) || $versions) "
-        f"from ({' union all '.join(parts)})",
-        {
-            "views": sorted(views),
-            "macros": sorted(macros),
-            "versions": f"|archsql {__version__}|duckdb {duckdb.__version__}|{_DERIVED_FORMAT}|{contract_digest()}",
-        },
-    ).fetchall()
-    return digest
+    rows = con.execute(" union all ".join(parts), {"views": sorted(views), "macros": sorted(macros)}).fetchall()
+    return dict(rows)
+
+
+def _combine(digests: Mapping[str, str]) -> str:
+    versions = f"|archsql {__version__}|duckdb {duckdb.__version__}|{_DERIVED_FORMAT}|{contract_digest()}"
+    text = "|".join(f"{name}={digests[name]}" for name in sorted(digests)) + versions
+    return hashlib.md5(text.encode()).hexdigest()
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
@@ -466,7 +515,7 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     transient = _transient(con)
     done: list[str] = []
     for f in files:
-        if f.layer not in DERIVED_LAYERS:
+        if f.layer not in DERIVED_LAYERS and f.name not in DERIVED_BASE_VIEWS:
             continue
         if f.name in transient:  # computed once for the one report that reads it, not stored
             con.execute(f'create temp table "{f.name}" as select * from {db}.main."{f.name}"')
@@ -476,14 +525,21 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
         done.append(f.name)
     for name in transient:  # read live again (from the stored views it reads)
         con.execute(f'drop table if exists temp.main."{name}"')
-    views = [f.name for f in files]
+    _record_graph(con, files)
+    _record_freshness(con, [f.name for f in files], macros, done)
+    return done
+
+
+def _record_freshness(con: duckdb.DuckDBPyConnection, views: list[str], macros: list[str], done: list[str]) -> None:
+    """Record what the derived tables were computed from (the fingerprint now) and which they are."""
+    db = _quote(_current_database(con))
+    con.execute(f"drop table if exists {db}.{DERIVED}.{_FRESHNESS}")
     con.execute(
         f"create table {db}.{DERIVED}.{_FRESHNESS} as select ? as fingerprint, ?::varchar[] as views, "
         "?::varchar[] as macros, ?::varchar[] as materialized, ? as archsql_version, "
         "now()::timestamp as computed_at_utc",
         [fingerprint(con, views, macros), views, macros, done, __version__],
     )
-    return done
 
 
 def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -500,6 +556,262 @@ def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
         for name, f in files.items()
         if f.layer == "int" and len(readers[name]) == 1 and files[next(iter(readers[name]))].layer == "reports"
     }
+
+
+# -- incremental refresh -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a write changed: the store ``tables`` it wrote, and the key values whose rows it
+    wrote, by key column (``keys``: (column, values) pairs, the first a view has decides how
+    its rows are recomputed).  Archsql's writers declare their change (a deployment written:
+    ``Change(DEPLOYMENT_TABLES, (("deployment", (name,)),))``)."""
+
+    tables: frozenset[str]
+    keys: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @classmethod
+    def of(cls, tables: Iterable[str], **keys: Iterable[str]) -> Change:
+        return cls(frozenset(tables), tuple((column, tuple(sorted(set(v)))) for column, v in keys.items()))
+
+
+# the parameter tables each kind of parameter write changes
+DEPLOYMENT_TABLES = ("deployments", "deployment_mesh", "deployment_frameworks", "deployment_flags")
+WORKLOAD_TABLES = ("workloads", "workload_images")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The store's inputs before a write (:func:`snapshot`): the fingerprint's parts, and
+    whether the derived tables held the views' rows then."""
+
+    fresh: bool
+    digests: Mapping[str, str]
+
+
+def snapshot(con: duckdb.DuckDBPyConnection) -> Snapshot:
+    """Take before a write, then pass to :func:`refresh_changed` after it."""
+    recorded = _recorded(con)
+    if recorded is None:
+        return Snapshot(False, {})
+    digest, views, macros, _ = recorded
+    try:
+        digests = _digests(con, views, macros)
+    except duckdb.CatalogException:  # a table it reads is missing
+        return Snapshot(False, {})
+    return Snapshot(_combine(digests) == digest, digests)
+
+
+def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Change) -> list[str]:
+    """Bring the derived tables up to date after a write that changed only ``change``: the
+    derived rows of the changed keys are deleted and computed again, by each view's own SQL
+    over the store's rows of those keys (every other derived row is kept: it does not read
+    them).  Falls back to :func:`refresh` (everything computed again) unless the derived
+    tables were current ``before`` the write and nothing but ``change.tables`` moved since
+    (a view's SQL, a reference table, a table written another way).  Returns the views whose
+    rows were computed; records the new fingerprint either way.
+
+    A view's rows are recomputed by the first key column of ``change.keys`` it has (its rows
+    of those values: tables and derived rows of that column filtered to them, everything
+    else read whole), or, when it has none, all of them; a view that reads none of
+    ``change.tables`` is kept.  That a row of a key reads only the rows of that key (the
+    deployment ``x`` rows of ``step_sol`` read no other deployment) is what the views are
+    built on; tests/test_derived.py compares every derived table with its live view after
+    each kind of write."""
+    recorded = _recorded(con)
+    if not before.fresh or recorded is None:
+        return refresh(con)
+    _, views, macros, materialized = recorded
+    after = _digests(con, views, macros)
+    moved = {name for name in after.keys() | before.digests.keys() if after.get(name) != before.digests.get(name)}
+    graph = recorded_graph(con)
+    if not moved <= change.tables or graph is None or graph.order != views:
+        return refresh(con)  # not only the change moved, or views came, went or changed: all of them
+    reads = graph.tables
+    unshadow(con)
+    db = _quote(_current_database(con))
+    columns: dict[str, set[str]] = {}
+    for table, column in con.execute(
+        "select table_name, column_name from duckdb_columns() where database_name = current_database() "
+        "and schema_name in ('main', ?)",
+        [DERIVED],
+    ).fetchall():
+        columns.setdefault(table, set()).add(column)
+    stored = set(materialized)
+    state: list[tuple[str, tuple[str, ...]] | None] = [("", ())]  # the connection's filter now
+    done: list[str] = []
+    for name in views:  # in dependency order
+        if name not in stored or not reads[name] & change.tables:
+            continue
+        key = next(((c, v) for c, v in change.keys if c in columns[name]), None)
+        if key is not None:
+            (nulls,) = con.execute(
+                f"select count(*) from {db}.{DERIVED}.{_quote(name)} where {_quote(key[0])} is null"
+            ).fetchone()
+            if nulls:  # rows of no key value: which change reaches them is unknown, so all of them
+                key = None
+        if key is not None and not key[1]:
+            continue  # no rows of this key were written
+        if state[0] != key:
+            _filter_to(con, key, stored, columns)
+            state[0] = key
+        where = "" if key is None else f" where {_quote(key[0])} in (select unnest(?::varchar[]))"
+        params = [] if key is None else [list(key[1])]
+        con.execute(f"delete from {db}.{DERIVED}.{_quote(name)}{where}", params)
+        con.execute(f"insert into {db}.{DERIVED}.{_quote(name)} select * from {db}.main.{_quote(name)}{where}", params)
+        done.append(name)
+    _filter_to(con, None, set(), columns)  # the store's tables again
+    shadow(con, materialized)
+    _record_freshness(con, views, macros, list(materialized))
+    return done
+
+
+@dataclass(frozen=True)
+class ViewGraph:
+    """The store's views in dependency order, the views each reads directly and the store
+    tables each reads (directly or through the views it reads)."""
+
+    order: list[str]
+    reads: dict[str, set[str]]
+    tables: dict[str, set[str]]
+
+    def closure(self, needed: Iterable[str]) -> list[str]:
+        """``needed`` (names that are not views are ignored) and every view they read, in
+        dependency order."""
+        wanted: set[str] = set()
+        stack = [n.lower() for n in needed if n.lower() in self.reads]
+        while stack:
+            name = stack.pop()
+            if name not in wanted:
+                wanted.add(name)
+                stack.extend(self.reads[name])
+        return [name for name in self.order if name in wanted]
+
+
+def view_graph_of(con: duckdb.DuckDBPyConnection) -> ViewGraph:
+    """The graph of the store's views: as the last full refresh recorded it while every view's
+    SQL is the one it was recorded from, else parsed from the view files (sqlglot)."""
+    graph = recorded_graph(con)
+    if graph is not None:
+        return graph
+    _, deps = view_graph(con)
+    return ViewGraph([f.name for f in ordered_views(con)], deps, view_reads(con))
+
+
+def recorded_graph(con: duckdb.DuckDBPyConnection) -> ViewGraph | None:
+    """The view graph the last full refresh recorded, or None when a view of the store came,
+    went or was created from other SQL since (``derived.sources``) or none was recorded."""
+    db = _quote(_current_database(con))
+    try:
+        rows = con.execute(
+            f"select g.view, g.reads, g.tables, g.sql_md5 is not distinct from s.sql_md5 "
+            f"from {db}.{DERIVED}.{_GRAPH} as g "
+            f"left join {db}.{DERIVED}.{SOURCES_TABLE} as s on s.kind = 'view' and s.name = g.view "
+            "order by g.position"
+        ).fetchall()
+    except duckdb.CatalogException:  # none recorded (an older store)
+        return None
+    present = {f.name for f in view_files()} & set(_view_names(con))
+    if not all(same for *_, same in rows) or {r[0] for r in rows} != present:
+        return None
+    return ViewGraph([r[0] for r in rows], {r[0]: set(r[1]) for r in rows}, {r[0]: set(r[2]) for r in rows})
+
+
+def _record_graph(con: duckdb.DuckDBPyConnection, files) -> None:
+    db = _quote(_current_database(con))
+    _, deps = view_graph(con)
+    tables = view_reads(con)
+    names = [f.name for f in files]
+    con.execute(f"drop table if exists {db}.{DERIVED}.{_GRAPH}")
+    con.execute(
+        f"create table {db}.{DERIVED}.{_GRAPH} as "
+        "select g.view, g.position, g.reads, g.tables, s.sql_md5 from (select unnest($names::varchar[]) as view, "
+        "unnest(range(len($names))) as position, unnest($reads::varchar[][]) as reads, "
+        "unnest($tables::varchar[][]) as tables) as g "
+        f"left join {db}.{DERIVED}.{SOURCES_TABLE} as s on s.kind = 'view' and s.name = g.view",
+        {"names": names, "reads": [sorted(deps[n]) for n in names], "tables": [sorted(tables[n]) for n in names]},
+    )
+
+
+def reuse_derived(
+    con: duckdb.DuckDBPyConnection, graph: ViewGraph, views: Iterable[str], changed: Iterable[str], *, model: str
+) -> list[str]:
+    """Make each stored view of ``views`` that reads none of the ``changed`` tables read as
+    its derived rows of ``model`` on ``con`` (a TEMP VIEW): what a sweep's grid cannot change
+    is not computed again.  Only while the derived tables hold the store's rows: take
+    :func:`snapshot` before writing the grid and call this only when it was fresh.  Returns
+    the views so shadowed."""
+    recorded = _recorded(con)
+    if recorded is None:
+        return []
+    stored = set(recorded[3])
+    changed = set(changed)
+    db = _quote(_current_database(con))
+    with_model = {
+        r[0]
+        for r in con.execute(
+            "select table_name from duckdb_columns() where database_name = current_database() and schema_name = ? "
+            "and column_name = 'model'",
+            [DERIVED],
+        ).fetchall()
+    }
+    reused = [name for name in views if name in stored and not graph.tables.get(name, changed) & changed]
+    script = [
+        f"create or replace temp view {_quote(name)} as select * from {db}.{DERIVED}.{_quote(name)}"
+        + (f" where model = {_literal(model)}" if name in with_model else "")
+        for name in reused
+    ]
+    if script:
+        con.execute(";\n".join(script))
+    return reused
+
+
+def _view_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The names of the store's views (schema main)."""
+    rows = con.execute(
+        "select view_name from duckdb_views() where database_name = current_database() and schema_name = 'main' "
+        "and not internal"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _filter_to(
+    con: duckdb.DuckDBPyConnection,
+    key: tuple[str, tuple[str, ...]] | None,
+    stored: set[str],
+    columns: Mapping[str, set[str]],
+) -> None:
+    """Make the store's tables with the key column, and the derived rows of ``stored`` views,
+    read as their rows of the key's values on ``con`` (temporary tables and views, which
+    shadow them); the other derived tables whole.  ``key`` None: derived rows whole and the
+    tables unfiltered (``stored`` empty: no shadows left)."""
+    db = _quote(_current_database(con))
+    column, values = key if key is not None else (None, ())
+    for name in (*TABLES, *PARAMETER_TABLES, *REFERENCE_TABLES, *CHECKPOINT_TABLES):
+        if column is not None and column in columns.get(name, ()):
+            con.execute(
+                f"create or replace temp table {_quote(name)} as select * from {db}.main.{_quote(name)} "
+                f"where {_quote(column)} in (select unnest(?::varchar[]))",
+                [list(values)],
+            )
+        else:
+            con.execute(f"drop table if exists temp.main.{_quote(name)}")
+    unshadow(con)
+    script = []
+    for name in sorted(stored):
+        where = ""
+        if column is not None and column in columns.get(name, ()):
+            where = f" where {_quote(column)} in ({', '.join(_literal(v) for v in values)})"
+        script.append(
+            f"create or replace temp view {_quote(name)} as select * from {db}.{DERIVED}.{_quote(name)}{where}"
+        )
+    if script:
+        con.execute(";\n".join(script))
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def shadow(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
@@ -562,6 +874,59 @@ def scope(
                     [sorted(set(names))],
                 )
                 break
+
+
+def use_derived(con: duckdb.DuckDBPyConnection, path: Path, reads: Iterable[str] | None = None) -> None:
+    """The guard of :func:`connect` on a read-only connection opened with ``derived=False``:
+    when the derived tables are fresh, shadow the views by them — only those a query reading
+    ``reads`` reaches (:func:`archsql.views.relations_read`), when given; when stale, tell
+    the registered notices."""
+    state = freshness(con)
+    if state.fresh:  # fresh rows were computed from this layout
+        reached = None if reads is None else _reached(con, reads, set(state.materialized))
+        shadow(con, state.materialized if reached is None else reached)
+        return
+    check_layout(con, path)
+    for notice in _STALE_NOTICES:
+        notice(path, state)
+
+
+def check_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """A :class:`StoreError` when a table of the store has another layout than this archsql's
+    (written by another version): it says to build, which migrates (:mod:`archsql.store_layout`)."""
+    drifted = [d for d in drift(con) if not d.missing]
+    if drifted:
+        raise layout_error(path, drifted, recorded_version(con))
+
+
+def _reached(con: duckdb.DuckDBPyConnection, reads: Iterable[str], materialized: set[str]) -> list[str] | None:
+    """The stored views a query reading ``reads`` reaches: each stored view it reads, and the
+    stored views under each view it reads that is not stored (read live).  None (shadow every
+    one) when it reads a name that is neither a view of the recorded graph nor a store table
+    (a view made outside archsql's view files, a CTE): what that reads is not known here.
+    The graph is the one the derived tables were computed with: while they are fresh, the
+    views' SQL is the SQL it was recorded from (the fingerprint covers it)."""
+    db = _quote(_current_database(con))
+    try:
+        graph = dict(con.execute(f"select view, reads from {db}.{DERIVED}.{_GRAPH}").fetchall())
+    except duckdb.CatalogException:
+        return None
+    tables = {*TABLES, *PARAMETER_TABLES, *REFERENCE_TABLES, *CHECKPOINT_TABLES, "store_meta"}
+    reached: set[str] = set()
+    seen: set[str] = set()
+    stack = [name.lower() for name in reads]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in materialized:
+            reached.add(name)
+        elif name in graph:
+            stack.extend(graph[name])
+        elif name not in tables:
+            return None
+    return sorted(reached)
 
 
 def _recorded(con: duckdb.DuckDBPyConnection) -> tuple[str, list[str], list[str], list[str]] | None:
@@ -757,6 +1122,8 @@ def _replace_table(con, name: str, table: pa.Table, *, exists: bool, key: tuple[
 def _check_keys(name: str, table: pa.Table, key: tuple[str, ...]) -> None:
     """A :class:`StoreError` naming the table, its key and each key value given more than
     once (or null): the table's primary key would refuse the rows."""
+    import pyarrow.compute as pc
+
     issues = []
     for column in key:
         nulls = table.column(column).null_count

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import sqlglot
-from sqlglot import exp
 
 from archsql.errors import Issue, QueryError, did_you_mean
 from archsql.evaluator.storage import NATIVE
@@ -306,8 +304,18 @@ def _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds) -> l
 def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[dict]) -> pa.Table:
     """SOL and memory for every (deployment, workload) of the grid, for one model."""
     from archsql.api import default_db
-    from archsql.store import connect, insert_deployments, insert_rows, scope
-    from archsql.views import computed_once
+    from archsql.store import (
+        DEPLOYMENT_TABLES,
+        WORKLOAD_TABLES,
+        connect,
+        insert_deployments,
+        insert_rows,
+        reuse_derived,
+        scope,
+        snapshot,
+        view_graph_of,
+    )
+    from archsql.views import computed_once, relations_read
 
     if not deployments or not workloads:
         raise QueryError("the sweep grid is empty: no GPU count is divisible by the given tp / cp / pp / ep degrees")
@@ -323,6 +331,8 @@ def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[d
         (known,) = con.execute("select count(*) from models where model = ?", [model]).fetchone()
         if not known:
             raise QueryError(f"model '{model}' is not in the store; run `archsql build {model}` first")
+        graph = view_graph_of(con)
+        current = snapshot(con).fresh  # the derived rows hold the store's views (before the grid)
         con.begin()
         insert_deployments(con, deployments)
         insert_rows(con, "workloads", workloads)
@@ -337,8 +347,11 @@ def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[d
         ).fetchall()
         if problems:  # the views leave an invalid row out: refuse the sweep rather than answer less
             raise QueryError("invalid sweep rows: " + "; ".join(f"{d}: {p}" for d, p in problems[:5]))
-        read = {t.name for t in sqlglot.parse_one(SWEEP_SQL, read="duckdb").find_all(exp.Table)}
-        with computed_once(con, views=read):  # each view SWEEP_SQL reads (and theirs) planned and run once
+        read = relations_read(con, SWEEP_SQL)
+        needed = graph.order if read is None else graph.closure(read)
+        if current:  # what the grid cannot change (model-only views, GPU specs): the model's stored rows
+            reuse_derived(con, graph, needed, [*DEPLOYMENT_TABLES, *WORKLOAD_TABLES], model=model)
+        with computed_once(con, order=needed):  # the rest planned and run once, each from the ones before
             table = con.sql(SWEEP_SQL, params=[model]).to_arrow_table()
         con.rollback()
         return table

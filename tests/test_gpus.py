@@ -22,7 +22,7 @@ HEADER = GPUS_CSV.read_text(encoding="utf-8").splitlines()[0]
 def test_loads_with_the_store_schema():
     table = load_gpus()
     assert table.schema == gpu_schema()
-    assert _DEFAULTS["gpus"] is load_gpus  # the store's default parameter table is this loader
+    assert _DEFAULTS["gpus"]().equals(table)  # the store's default parameter table is this loader's
     gpus = table.column("gpu").to_pylist()
     assert len(gpus) == len(set(gpus)) >= 19
     h200 = next(r for r in table.to_pylist() if r["gpu"] == "H200 SXM")

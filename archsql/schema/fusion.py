@@ -40,13 +40,14 @@ roles: a framework fusing only in its MoE model class).  The rows become the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from archsql.errors import SpecError
-from archsql.schema.checks import Collector
-from archsql.schema.yamlsrc import load_yaml
+
+if TYPE_CHECKING:
+    from archsql.schema.checks import Collector
 
 FILE_KEYS = ("framework", "versions", "rules")
 RULE_KEYS = ("name", "doc", "pattern", "kernel", "op_kind", "call", "when", "source")
@@ -237,6 +238,9 @@ def _rule(col: Collector, rule: Any, path: str, file: tuple[str, str, str], prio
 def parse_rule_file(path: Path) -> list[dict]:
     """The rows of one rule file (named ``<framework>-<version>.yaml``); every problem of the
     file raised at once, located."""
+    from archsql.schema.checks import Collector  # YAML loads when rules are read, not with the schema
+    from archsql.schema.yamlsrc import load_yaml
+
     data = load_yaml(path)
     col = Collector(str(path))
     rows: list[dict] = []

@@ -22,15 +22,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError, TokenError
-from sqlglot.optimizer.qualify import qualify
 
 from archsql.errors import Issue, QueryError, SpecError, did_you_mean
+
+if TYPE_CHECKING:  # sqlglot loads when views are created or ordered, not when a store is read
+    from sqlglot import exp
 
 VIEWS_DIR = Path(__file__).parent
 LAYERS = ("base", "int", "reports")
@@ -238,7 +237,11 @@ def check_invariants(
 
 @contextlib.contextmanager
 def computed_once(
-    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None, *, views: Iterable[str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    views_dir: str | Path | None = None,
+    *,
+    views: Iterable[str] | None = None,
+    order: Iterable[str] | None = None,
 ) -> Iterator[list[str]]:
     """While open, every view of ``views_dir`` on ``con`` (or only ``views`` and the views
     they read) reads as the rows it gives, computed
@@ -246,12 +249,14 @@ def computed_once(
     which shadows the view for the views after it and for every query on this connection
     (DuckDB looks in the temp schema first), so reading many views does not evaluate their
     shared chains again.  A view the connection already shadows (the store's derived tables,
-    :func:`archsql.store.connect`) is read as it is.  Yields the view names in that order;
-    the tables it made are dropped on exit.  Only for reading: a parameter-table change
+    :func:`archsql.store.connect`) is read as it is.  ``order``: the views to compute,
+    already in dependency order (the store's recorded graph,
+    :func:`archsql.store.view_graph_of`), instead of parsing the view files.  Yields the view
+    names in that order; the tables it made are dropped on exit.  Only for reading: a parameter-table change
     while open is not seen by the shadowed views.
     """
     shadows: list[str] = []
-    order = [f.name for f in ordered_views(con, views_dir, views)]
+    order = list(order) if order is not None else [f.name for f in ordered_views(con, views_dir, views)]
     try:
         already = _temp_relations(con)  # shadowed already (the store's derived rows): computed
         for name in order:
@@ -299,6 +304,49 @@ def view_graph(
     return files, {name: _dependencies(f, _parse(f), known, files) for name, f in files.items()}
 
 
+def relations_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
+    """The names a query reads as tables or views (CTE names and other ``table_name`` values
+    of its syntax tree too: a superset), by DuckDB's own parser (``json_serialize_sql``: no
+    sqlglot); None when DuckDB cannot serialize it (what it reads is then unknown)."""
+    import json
+
+    (text,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
+    tree = json.loads(text)
+    if tree.get("error"):
+        return None
+    found: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("table_name"), str) and node["table_name"]:
+                found.add(node["table_name"].lower())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def view_reads(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> dict[str, set[str]]:
+    """The store tables each view of ``views_dir`` reads, directly or through the views it
+    reads (CTE names excluded): what its rows are computed from."""
+    from sqlglot import exp
+
+    files, deps = view_graph(con, views_dir)
+    tables = {name for name, kind in _relations(con).items() if kind == "BASE TABLE"}
+    direct: dict[str, set[str]] = {}
+    for name, f in files.items():
+        tree = _parse(f)
+        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        direct[name] = {
+            t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() in tables and t.name.lower() not in ctes
+        }
+    out: dict[str, set[str]] = {}
+    for name in _topological(files, deps):  # a view after the views it reads
+        out[name] = direct[name].union(*(out[d] for d in deps[name]))
+    return out
+
+
 def _temp_relations(con: duckdb.DuckDBPyConnection) -> set[str]:
     """Names of the connection's temporary tables and views (which shadow the store's)."""
     rows = con.execute("select table_name from information_schema.tables where table_catalog = 'temp'").fetchall()
@@ -324,6 +372,10 @@ def _parse(f: ViewFile) -> exp.Expression:
 
 
 def _parse_file(f: ViewFile) -> exp.Expression:
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
     try:
         trees = [t for t in sqlglot.parse(f.sql, dialect=DIALECT) if t is not None]
     except ParseError as exc:
@@ -341,6 +393,8 @@ def _parse_file(f: ViewFile) -> exp.Expression:
 
 
 def _dependencies(f: ViewFile, tree: exp.Expression, known: set[str], files) -> set[str]:
+    from sqlglot import exp
+
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     deps: set[str] = set()
     issues = []
@@ -432,6 +486,9 @@ def _live_schema(con: duckdb.DuckDBPyConnection, only: str | None = None) -> dic
 
 
 def _sqlglot_type(dtype: str) -> str:
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
     try:
         exp.DataType.build(dtype, dialect=DIALECT)
     except (ParseError, ValueError):
@@ -466,6 +523,10 @@ _VALIDATED: set[tuple] = set()
 
 
 def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str]]) -> None:
+    from sqlglot import exp
+    from sqlglot.errors import OptimizeError
+    from sqlglot.optimizer.qualify import qualify
+
     names = {t.name.lower() for t in tree.find_all(exp.Table)}
     key = (f.sql, tuple(sorted((n, tuple(schema[n].items())) for n in names if n in schema)))
     if key in _VALIDATED:
@@ -486,6 +547,8 @@ def _validate(f: ViewFile, tree: exp.Expression, schema: dict[str, dict[str, str
 
 
 def _find_column(tree: exp.Expression, name: str, line_col: re.Match | None):
+    from sqlglot import exp
+
     candidates = [c for c in tree.find_all(exp.Column) if c.name.lower() == name.lower()]
     if line_col:
         line, col = int(line_col.group(1)), int(line_col.group(2))
@@ -496,6 +559,8 @@ def _find_column(tree: exp.Expression, name: str, line_col: re.Match | None):
 
 def _column_hint(node: exp.Column, name: str, tree: exp.Expression, schema) -> str | None:
     """Suggest a close column name among the tables and CTEs the query reads."""
+    from sqlglot import exp
+
     choices: set[str] = set()
     for table in tree.find_all(exp.Table):
         choices |= set(schema.get(table.name.lower(), {}))
@@ -509,6 +574,8 @@ def _column_hint(node: exp.Column, name: str, tree: exp.Expression, schema) -> s
 
 
 def _position(text: str, node: exp.Expression) -> tuple[int | None, int | None]:
+    from sqlglot import exp
+
     start = node.meta.get("start") if isinstance(node, exp.Expression) else None
     if start is None:
         return None, None
