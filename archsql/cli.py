@@ -169,7 +169,9 @@ def build(
 
         def step(model: str) -> None:
             bar.advance(task)
-            done = bar.tasks[0].completed >= len(names)
+            if bar.tasks[0].completed > bar.tasks[0].total:  # a repair evaluates the store's other models too
+                bar.update(task, total=bar.tasks[0].completed)
+            done = bar.tasks[0].completed == len(names)
             bar.update(
                 task,
                 description="writing the store and its derived tables"

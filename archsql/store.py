@@ -596,11 +596,16 @@ def snapshot(con: duckdb.DuckDBPyConnection) -> Snapshot:
     if recorded is None:
         return Snapshot(False, {})
     digest, views, macros, _ = recorded
-    try:
-        digests = _digests(con, views, macros)
-    except duckdb.CatalogException:  # a table it reads is missing
+    if not _fingerprinted_present(con):  # (a failed query would abort the caller's transaction)
         return Snapshot(False, {})
+    digests = _digests(con, views, macros)
     return Snapshot(_combine(digests) == digest, digests)
+
+
+def _fingerprinted_present(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether every table the fingerprint reads is in the store (a damaged or older store
+    may lack one: then nothing derived is current)."""
+    return {*_HASHED_TABLES, *_COUNTED_TABLES} <= _table_names(con)
 
 
 def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Change) -> list[str]:
