@@ -236,6 +236,27 @@ def test_kernels_command_prints_the_launch_list(fusion_db):
     assert "unknown vllm version '0.9'" in bad.stderr
 
 
+def test_explain_names_the_kernel_a_node_is_launched_in(fusion_db):
+    """`explain --framework --deployment`: after the formula, the launched kernel(s) holding the
+    node and their members — vLLM 0.11 runs Llama's SiLU (mlp.act) fused with the gate product
+    (mlp.gated) in silu_and_mul, and SGLang 0.5 its q_proj in the merged QKV GEMM."""
+
+    def run(*args):
+        return CliRunner().invoke(cli, ["--db", str(fusion_db), "explain", "Meta-Llama-3.1-8B", *args])
+
+    act = run("--node", "mlp.act", "--phase", "decode", "--framework", "vllm@0.11", "--deployment", "1xH200-single")
+    assert act.exit_code == 0, act.output
+    text = " ".join(act.output.split())
+    assert "vllm 0.11 on 1xH200-single (decode_b1_c2k): 1 launched kernel(s) run these nodes" in text
+    assert "silu_and_mul (fused by silu_and_mul): decoder/dense/mlp.act + decoder/dense/mlp.gated" in text
+    q = run("--node", "self_attn.q_proj", "--framework", "sglang@0.5", "--deployment", "8xH200-tp8")
+    assert "(fused by merged_qkv_projection): decoder/dense/self_attn.k_proj + decoder/dense/self_attn.q_proj" in (
+        " ".join(q.output.split())
+    )
+    alone = run("--framework", "vllm@0.11")
+    assert alone.exit_code == 2 and "--framework and --deployment go together" in alone.output
+
+
 def test_a_fused_moe_call_is_measured_as_one_and_priced_by_its_kernels(fusion_db):
     """SGLang's fused_experts is one call of several kernels (w13 grouped GEMM, SiLU-and-mul,
     w2 grouped GEMM, sum): the region rule fused_moe groups the routed experts from dispatch to
