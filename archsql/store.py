@@ -40,6 +40,7 @@ from archsql import __version__
 from archsql.defaults import load_default
 from archsql.errors import Issue, StoreError, did_you_mean
 from archsql.gpus import load_gpus
+from archsql.schema import serving
 from archsql.schema.fusion import fusion_rules_table
 from archsql.schema.parallel import parallel_groups_table, split_deployment
 from archsql.schema.tables import (
@@ -50,7 +51,7 @@ from archsql.schema.tables import (
     REFERENCE_TABLES,
     TABLES,
 )
-from archsql.specs import FUSION_DIR
+from archsql.specs import FUSION_DIR, SERVING_DIR
 from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, create_views, macro_files, ordered_views, view_graph
 
 _DEFAULTS = {
@@ -64,12 +65,16 @@ _DEFAULTS = {
     "deployment_frameworks": lambda: load_default("deployment_frameworks"),
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
+    "serving_cases": lambda: PARAMETER_TABLES["serving_cases"].empty_table(),  # none until asked
 }
 _REFERENCE = {
     "parallel_groups": parallel_groups_table,
     "op_kernels": lambda: _primitives().op_kernels_table(),
     "op_math": lambda: _primitives().op_math_table(),
     "fusion_rules": lambda: fusion_rules_table(FUSION_DIR),
+    "serving_frameworks": lambda: serving.serving_frameworks_table(SERVING_DIR),
+    "serving_gpu_generations": lambda: serving.serving_gpu_generations_table(SERVING_DIR),
+    "serving_constants": lambda: serving.serving_constants_table(SERVING_DIR),
 }
 
 
