@@ -35,17 +35,18 @@ ESTIMATE_COLUMNS = (
 _OP_COLUMNS = "model, deployment, workload, compute_s, memory_s, comm_s, time_s"
 
 
-def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> list[Issue]:
-    """What in each case cannot be expressed: unknown model, deployment (or one archsql
-    rejects), framework or framework version, a count out of range — each located by case."""
+def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> dict[str, list[Issue]]:
+    """What in each case cannot be expressed, by case name: unknown model, deployment (or one
+    archsql rejects), framework or framework version, a count out of range."""
     models = {m for (m,) in con.execute("select model from models").fetchall()}
     deployments = {d for (d,) in con.execute("select deployment from deployments").fetchall()}
     rejected = dict(con.execute("select deployment, problem from deployment_checks").fetchall())
     versions: dict[str, set[str]] = defaultdict(set)
     for fw, ver in con.execute("select framework, version from serving_frameworks").fetchall():
         versions[fw].add(ver)
-    issues = []
+    found: dict[str, list[Issue]] = {}
     for case in cases:
+        issues = found.setdefault(str(case.get("serving_case")), [])
         where = f"case {case.get('serving_case')!r}"
         model, dep, fw = case.get("model"), case.get("deployment"), case.get("framework")
         ver = case.get("version") or "*"
@@ -85,7 +86,7 @@ def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]
         rate = case.get("acceptance_rate")
         if rate is not None and not (isinstance(rate, int | float) and 0 <= rate <= 1):
             issues.append(Issue(f"{where}: acceptance_rate must be in [0, 1]", got=repr(rate)))
-    return issues
+    return {name: issues for name, issues in found.items() if issues}
 
 
 def prepare(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> list[dict]:
@@ -94,9 +95,9 @@ def prepare(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -
     that cannot be expressed is a :class:`QueryError` listing every problem of every case."""
     from archsql.store import insert_rows
 
-    issues = check_cases(con, cases)
-    if issues:
-        raise QueryError("cannot estimate these serving cases", issues=issues)
+    problems = check_cases(con, cases)
+    if problems:
+        raise QueryError("cannot estimate these serving cases", issues=[i for v in problems.values() for i in v])
     insert_rows(con, "serving_cases", [dict(c) for c in cases])
     steps = con.sql(
         "select * from int_serving_steps where serving_case in (select unnest(?::varchar[]))",
@@ -155,6 +156,23 @@ def price_steps(
     con.execute("create or replace temp table op_sol as select * from serving_op_rows")
     con.execute("drop table serving_op_rows")
     return con.sql("select * from temp.main.op_sol").to_arrow_table()
+
+
+def load_facts(con: duckdb.DuckDBPyConnection) -> None:
+    """Rewrite the serving reference tables from ``archsql/specs/serving`` on ``con`` (a store
+    built before the files changed; a build writes them too)."""
+    from archsql.schema import serving as facts
+    from archsql.specs import SERVING_DIR
+
+    for name, table in (
+        ("serving_frameworks", facts.serving_frameworks_table(SERVING_DIR)),
+        ("serving_gpu_generations", facts.serving_gpu_generations_table(SERVING_DIR)),
+        ("serving_constants", facts.serving_constants_table(SERVING_DIR)),
+    ):
+        con.register("serving_facts_rows", table)
+        con.execute(f"delete from {name}")
+        con.execute(f"insert into {name} by name select * from serving_facts_rows")
+        con.unregister("serving_facts_rows")
 
 
 def release(con: duckdb.DuckDBPyConnection) -> None:

@@ -36,6 +36,7 @@ from archsql import api, serving, store
 from archsql.schema.serving import serving_constants_table, write_constants
 from archsql.silicon import norm_model, plan, prepare, store_facts
 from archsql.specs import SERVING_DIR
+from archsql.views import create_views
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CSV = REPO.parent / "shared" / "data" / "silicon" / "silicon_dev.csv"
@@ -76,15 +77,14 @@ def cases_of(questions: list[dict], rejected: dict) -> list[dict]:
 
 
 def expressible(con, questions: list[dict]) -> list[dict]:
-    """The cases archsql can answer; each other question gets the located reason."""
+    """The cases archsql can answer; each other question gets the reason archsql gives."""
+    asked = [q for q in questions if "case" in q]
+    problems = serving.check_cases(con, [q["case"] for q in asked])
     good = []
-    for q in questions:
-        if "case" not in q:
-            continue
-        issues = serving.check_cases(con, [q["case"]])
+    for q in asked:
+        issues = problems.get(q["case"]["serving_case"])
         if issues:
-            q["skip"] = issues[0].message.split(": ", 1)[1] + (f" ({issues[0].hint})" if issues[0].hint else "")
-            q["skip"] = q["skip"].split(" (known versions")[0]
+            q["skip"] = issues[0].message.split(": ", 1)[1]
         else:
             good.append(q["case"])
     return good
@@ -180,14 +180,22 @@ def fit(con, questions: list[dict]) -> list[dict]:
     ]
     cases = [q["case"]["serving_case"] for q in train]
     meas = {q["case"]["serving_case"]: q["row"] for q in train}
-    # the overheads are fitted in ms on a log scale around 1 ms; efficiencies as log fractions
-    x0 = np.array([math.log(1e3 * 1e-3) if c == "step_overhead_s" else math.log(0.5) for c, _ in names])
+
+    # overheads in ms on a log scale; efficiencies as log fractions (capped at 1); shares logistic
+    def start(c):
+        return {"step_overhead_s": 0.0, "first_wave_share": 0.0}.get(c, math.log(0.5))
+
+    def value(c, v):
+        if c == "step_overhead_s":
+            return math.exp(v) * 1e-3
+        if c == "first_wave_share":
+            return 1 / (1 + math.exp(-v))
+        return min(1.0, math.exp(v))
+
+    x0 = np.array([start(c) for c, _ in names])
 
     def values(x):
-        return [
-            (math.exp(v) * 1e-3 if c == "step_overhead_s" else min(1.0, math.exp(v)))
-            for (c, _), v in zip(names, x, strict=True)
-        ]
+        return [value(c, v) for (c, _), v in zip(names, x, strict=True)]
 
     def objective(x):
         con.executemany(
@@ -250,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"built {', '.join(wanted)}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         con = store.connect(db, read_only=False, derived=False)
         con.begin()
+        create_views(con)  # the views as the files hold them now (a store built before keeps its own)
+        serving.load_facts(con)  # and the constants (a fit rewrites them)
         ids, native, moe, domain = store_facts(con)
         questions = plan(planned, ids, native, moe, domain)
         for q in questions:

@@ -65,6 +65,7 @@ CONSTANT_SCOPES = {
     "memory_efficiency": "generation",
     "comm_efficiency": "generation",
     "step_overhead_s": "framework",
+    "first_wave_share": "framework",
 }
 _BOOLS = {"true": True, "false": False}
 
@@ -123,7 +124,9 @@ def _keyed(path: Path, rows: list[dict], key: tuple[str, ...], schema: pa.Schema
     for row in rows:
         k = tuple(row[c] for c in key)
         if k in seen:
-            issues.append(Issue(f"{path.name}:{row['_line']}: {dict(zip(key, k, strict=True))} given again (line {seen[k]})"))
+            issues.append(
+                Issue(f"{path.name}:{row['_line']}: {dict(zip(key, k, strict=True))} given again (line {seen[k]})")
+            )
         seen[k] = row["_line"]
     if issues:
         raise SpecError(issues=issues)
