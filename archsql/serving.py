@@ -28,11 +28,12 @@ ESTIMATE_COLUMNS = (
     "serving_case, model, deployment, gpu, framework, version, version_assumed, isl, osl, concurrency, dp, "
     "draft_tokens, acceptance_rate, max_batched_tokens, mixed_steps, rank_requests, chunk, chunks, "
     "step_requests, prefill_groups, mean_group, prefill_workload, decode_workload, prefill_step_s, "
-    "prefill_step_sol_s, decode_step_s, decode_step_sol_s, tokens_per_decode_step, stall_steps, ttft_s, tpot_s, "
-    "request_latency_s, output_tokens_per_s"
+    "prefill_step_sol_s, prefill_token_s, decode_step_s, decode_step_sol_s, tokens_per_decode_step, "
+    "first_wave_share, request_overhead_s, stall_steps, wave_ttft_s, wave_tpot_s, arrivals_per_step, steady_step_s, steady_ttft_s, "
+    "steady_tpot_s, ttft_s, tpot_s, request_latency_s, output_tokens_per_s"
 )
 # the op_sol columns the step times read
-_OP_COLUMNS = "model, deployment, workload, compute_s, memory_s, comm_s, time_s"
+_OP_COLUMNS = "model, deployment, workload, uid, runs, compute_s, memory_s, comm_s, time_s"
 
 
 def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> dict[str, list[Issue]]:
@@ -138,7 +139,7 @@ def price_steps(
     done = set()
     con.execute(
         "create or replace temp table serving_op_rows (model varchar, deployment varchar, workload varchar, "
-        "compute_s double, memory_s double, comm_s double, time_s double)"
+        "uid varchar, runs double, compute_s double, memory_s double, comm_s double, time_s double)"
     )
     if priced is not None:
         con.execute("insert into serving_op_rows select * from priced")

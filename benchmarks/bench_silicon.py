@@ -11,7 +11,7 @@ scored too when they can be expressed (concurrency as recorded) and reported apa
 Half-split check: the sweeps are split by ``split_hash`` (its integer value even: the *fit*
 half, odd: the *check* half).  ``--fit`` fits the constants of ``serving_constants`` (the
 efficiencies per GPU generation and op bound, the step overhead per framework) on the fit
-half's comparable rows — minimising the mean of TTFT and TPOT MAPE by Nelder–Mead over the
+half's comparable rows — minimising the mean of TTFT and TPOT MAPE by Powell over the
 constants' logarithms, each evaluation the ``serving_estimates`` view itself — and writes
 them, with how and on which rows, to ``archsql/specs/serving/constants.csv``; the report
 always shows both halves.
@@ -36,7 +36,7 @@ from archsql import api, serving, store
 from archsql.schema.serving import serving_constants_table, write_constants
 from archsql.silicon import norm_model, plan, prepare, store_facts
 from archsql.specs import SERVING_DIR
-from archsql.views import create_views
+from archsql.views import computed_once, create_views
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CSV = REPO.parent / "shared" / "data" / "silicon" / "silicon_dev.csv"
@@ -169,30 +169,52 @@ def report(questions: list[dict], worst: int) -> None:
             )
 
 
-def fit(con, questions: list[dict]) -> list[dict]:
+def dump(questions: list[dict], path: Path) -> None:
+    rows = [
+        {
+            **{k: q["row"][k] for k in ("id", "family", "system", "backend", "split_hash", "aic_comparable")},
+            **{k: v for k, v in q["est"].items() if not isinstance(v, bool | type(None)) or v is not None},
+            "measured_ttft_s": float(q["row"]["silicon_ttft_ms"]) / 1e3,
+            "measured_tpot_s": float(q["row"]["silicon_tpot_ms"]) / 1e3,
+        }
+        for q in questions
+        if "est" in q
+    ]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
     """Fit serving_constants on the fit half's comparable rows; returns the new rows."""
     import numpy as np
     from scipy.optimize import minimize
 
     train = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True" and half(q["row"]) == "fit"]
-    names = [
-        tuple(r) for r in con.execute("select constant, applies_to from serving_constants order by all").fetchall()
-    ]
+    current = con.execute("select constant, applies_to, value from serving_constants order by all").fetchall()
+    names = [(c, a) for c, a, _ in current]
     cases = [q["case"]["serving_case"] for q in train]
     meas = {q["case"]["serving_case"]: q["row"] for q in train}
 
-    # overheads in ms on a log scale; efficiencies as log fractions (capped at 1); shares logistic
-    def start(c):
-        return {"step_overhead_s": 0.0, "first_wave_share": 0.0}.get(c, math.log(0.5))
-
+    # overheads in ms on a log scale; efficiencies as log fractions (capped at 1); shares logistic;
+    # the search starts from the values the file holds
     def value(c, v):
-        if c == "step_overhead_s":
+        if c.endswith("_s"):
             return math.exp(v) * 1e-3
         if c == "first_wave_share":
             return 1 / (1 + math.exp(-v))
         return min(1.0, math.exp(v))
 
-    x0 = np.array([start(c) for c, _ in names])
+    def start(c, value):
+        if c.endswith("_s"):
+            return math.log(max(value * 1e3, 1e-3))
+        if c == "first_wave_share":
+            p = min(max(value, 0.02), 0.98)
+            return math.log(p / (1 - p))
+        return math.log(min(value, 0.95))
+
+    x0 = np.array([start(c, v) for c, _, v in current])
 
     def values(x):
         return [value(c, v) for (c, _), v in zip(names, x, strict=True)]
@@ -208,8 +230,10 @@ def fit(con, questions: list[dict]) -> list[dict]:
         return (sum(t) + sum(p)) / (2 * len(rows))
 
     t0 = time.perf_counter()
-    result = minimize(objective, x0, method="Nelder-Mead", options=dict(maxfev=600, xatol=1e-3, fatol=1e-5))
-    objective(result.x)
+    # the schedule shapes do not depend on the constants: computed once for the whole fit
+    with computed_once(con, views={"int_serving_steps"}):
+        result = minimize(objective, x0, method="Powell", options=dict(maxfev=args_maxfev, xtol=1e-3, ftol=1e-5))
+        objective(result.x)
     print(
         f"fit: {len(names)} constants on {len(train)} rows, objective {100 * result.fun:.1f} %, "
         f"{result.nfev} evaluations, {time.perf_counter() - t0:.0f} s",
@@ -221,7 +245,7 @@ def fit(con, questions: list[dict]) -> list[dict]:
         f"{len({q['row']['split_hash'] for q in train})} sweeps"
     )
     method = (
-        "benchmarks/bench_silicon.py --fit: Nelder-Mead over log values minimising (TTFT MAPE + TPOT MAPE) / 2 "
+        "benchmarks/bench_silicon.py --fit: Powell over log values minimising (TTFT MAPE + TPOT MAPE) / 2 "
         "of serving_estimates; efficiencies capped at 1"
     )
     return [
@@ -238,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--op-cache", type=Path, help="parquet of op_sol rows priced before: reused, and rewritten with new ones"
     )
+    parser.add_argument("--dump", type=Path, help="write every scored row (estimate and measurement) as CSV")
     parser.add_argument("--worst", type=int, default=0, metavar="N", help="list the N worst comparable rows")
     args = parser.parse_args(argv)
     if not args.csv.is_file():
@@ -286,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {c['constant']:<20} {c['applies_to']:<10} {c['value']:.6g}", file=sys.stderr)
             score(con, questions)
         report(questions, args.worst)
+        if args.dump:
+            dump(questions, args.dump)
         serving.release(con)
         con.rollback()
         con.close()

@@ -50,7 +50,14 @@ def _case(**kw) -> dict:
 
 
 SOL = dict(
-    compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0, step_overhead_s=0.0, first_wave_share=1.0
+    compute_efficiency=1.0,
+    memory_efficiency=1.0,
+    comm_efficiency=1.0,
+    comm_latency_s=0.0,
+    kernel_floor_s=0.0,
+    step_overhead_s=0.0,
+    request_overhead_s=0.0,
+    first_wave_share=1.0,
 )
 
 
@@ -103,14 +110,23 @@ def test_ifb_step_mix_by_hand(llama, tmp_path):
 
 
 def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
-    """The same case with fitted-looking constants: efficiencies, a step overhead and a first-
-    wave share of 1/4 (the rest of the requests in the steady, spread-out schedule)."""
+    """The same case with fitted-looking constants: efficiencies, a kernel floor, a step and a
+    request overhead and a first-wave share of 1/4 (the rest of the requests in the steady,
+    spread-out schedule)."""
     constants = dict(
-        compute_efficiency=0.5, memory_efficiency=0.8, comm_efficiency=1.0, step_overhead_s=0.002, first_wave_share=0.25
+        SOL,
+        compute_efficiency=0.5,
+        memory_efficiency=0.8,
+        kernel_floor_s=20e-6,
+        step_overhead_s=0.002,
+        request_overhead_s=0.01,
+        first_wave_share=0.25,
     )
     db = _copy(llama, tmp_path, constants)
     (row,) = serving.estimate(db, [_case()]).to_pylist()
-    # each step: every op at max(compute / 0.5, memory / 0.8, comm / 1) plus 2 ms
+    # each step: every op at max(compute / 0.5, memory / 0.8, comm / 1, launches · 20 µs) plus
+    # 2 ms, an op launched once per instance (32 layers for a decoder node of this dense model,
+    # base_instances.count) unless it does no work
     con = store.connect(db, read_only=False)
     store.insert_rows(
         con,
@@ -122,9 +138,11 @@ def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
     )
     steps = dict(
         con.execute(
-            "select workload, sum(greatest(coalesce(compute_s, 0) / 0.5, memory_s / 0.8, comm_s)) + 0.002 from op_sol "
-            "where model = 'Meta-Llama-3.1-8B' and deployment = '1xH200-single' and workload in ('p', 'd') "
-            "group by workload"
+            "select o.workload, sum(greatest(coalesce(o.compute_s, 0) / 0.5, o.memory_s / 0.8, o.comm_s, "
+            "case when o.time_s > 0 then i.count * 20e-6 else 0 end)) + 0.002 "
+            "from op_sol as o join base_instances as i using (model, uid) "
+            "where o.model = 'Meta-Llama-3.1-8B' and o.deployment = '1xH200-single' and o.workload in ('p', 'd') "
+            "group by o.workload"
         ).fetchall()
     )
     con.close()
@@ -140,7 +158,7 @@ def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
     steady_tpot = step
     wave_ttft = 3.0 * tp
     wave_tpot = (2 * tp + 98 * td) / 100
-    assert row["ttft_s"] == pytest.approx(0.25 * wave_ttft + 0.75 * steady_ttft, rel=1e-9)
+    assert row["ttft_s"] == pytest.approx(0.01 + 0.25 * wave_ttft + 0.75 * steady_ttft, rel=1e-9)
     assert row["tpot_s"] == pytest.approx(0.25 * wave_tpot + 0.75 * steady_tpot, rel=1e-9)
 
 

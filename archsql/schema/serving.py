@@ -64,8 +64,11 @@ CONSTANT_SCOPES = {
     "compute_efficiency": "generation",
     "memory_efficiency": "generation",
     "comm_efficiency": "generation",
+    "comm_latency_s": "generation",
+    "kernel_floor_s": "generation",
     "step_overhead_s": "framework",
     "first_wave_share": "framework",
+    "request_overhead_s": "framework",
 }
 _BOOLS = {"true": True, "false": False}
 

@@ -10,6 +10,8 @@
 --   step's cost per token; TTFT is half a step of waiting plus the steps of its own chunks,
 --   TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
 --   token (no mixed steps).
+-- TTFT adds the framework's request overhead (receiving, tokenizing, scheduling a request and
+-- returning its first token: fitted, serving_constants).
 -- With MTP a decode step verifies 1 + k tokens and yields 1 + a + ... + a^k of them.
 with
 
@@ -29,12 +31,13 @@ times as (
     from serving_step_times
 ),
 
-wave_shares as (
+framework_constants as (
     select
         applies_to as framework,
-        value as first_wave_share
+        any_value(value) filter (where constant = 'first_wave_share') as first_wave_share,
+        any_value(value) filter (where constant = 'request_overhead_s') as request_overhead_s
     from serving_constants
-    where constant = 'first_wave_share'
+    group by applies_to
 ),
 
 timed as (
@@ -45,6 +48,7 @@ timed as (
         d.time_s as decode_step_s,
         d.sol_s as decode_step_sol_s,
         w.first_wave_share,
+        w.request_overhead_s,
         -- the cost of one prompt token in a full prefill step (its overhead left out)
         (p.time_s - p.overhead_s) / (s.step_requests * s.chunk) as prefill_token_s,
         -- mean group index of a request: groups 1 .. g-1 of step_requests, the last of the rest
@@ -61,7 +65,7 @@ timed as (
     from steps as s
     inner join times as p on p.model = s.model and p.deployment = s.deployment and p.workload = s.prefill_workload
     inner join times as d on d.model = s.model and d.deployment = s.deployment and d.workload = s.decode_workload
-    inner join wave_shares as w on w.framework = s.framework
+    inner join framework_constants as w on w.framework = s.framework
 ),
 
 scheduled as (
@@ -113,7 +117,7 @@ steady as (
 blended as (
     select
         *,
-        first_wave_share * wave_ttft_s + (1 - first_wave_share) * steady_ttft_s as ttft_s,
+        request_overhead_s + first_wave_share * wave_ttft_s + (1 - first_wave_share) * steady_ttft_s as ttft_s,
         first_wave_share * wave_tpot_s + (1 - first_wave_share) * steady_tpot_s as tpot_s
     from steady
 )
@@ -149,6 +153,7 @@ select
     decode_step_sol_s,
     tokens_per_decode_step,
     first_wave_share,
+    request_overhead_s,
     stall_steps,
     wave_ttft_s,
     wave_tpot_s,

@@ -1,6 +1,9 @@
 -- The time of each step a serving case runs: every op of the step (op_sol) at the fitted
--- efficiency of its GPU generation — max(compute / compute efficiency, memory / memory
--- efficiency, link / comm efficiency) — summed, plus the framework's per-step overhead.
+-- constants of its GPU generation — max(compute / compute efficiency, memory / memory
+-- efficiency, link / comm efficiency + a collective's latency, a kernel's floor), the latency
+-- and the floor once per launch (the layers the op runs in × its runs per step) — summed, plus
+-- the framework's per-step overhead.  An op of no work (a softmax inside flash attention) has
+-- no launch of its own.
 with
 
 steps as (
@@ -34,6 +37,16 @@ constants as (
     from serving_constants
 ),
 
+-- the layers a node runs in: its template's (a node outside a repeated stack runs once)
+layers as (
+    select
+        n.model,
+        n.uid,
+        coalesce(t.layers, 1) as layers
+    from base_nodes as n
+    left join int_template_layers as t on t.model = n.model and t.stack = n.stack and t.template = n.template
+),
+
 ops as (
     select
         o.model,
@@ -43,9 +56,11 @@ ops as (
         coalesce(o.compute_s, 0) as compute_s,
         o.memory_s,
         o.comm_s,
-        o.time_s
+        o.time_s,
+        case when o.time_s > 0 then coalesce(l.layers, 1) * o.runs else 0 end as launches
     from op_sol as o
     inner join base_deployments as d on d.deployment = o.deployment
+    left join layers as l on l.model = o.model and l.uid = o.uid
     where exists (
         select 1 from steps as s
         where s.model = o.model and s.deployment = o.deployment and s.workload = o.workload
@@ -58,12 +73,19 @@ priced as (
         o.deployment,
         o.workload,
         o.time_s,
-        greatest(o.compute_s / ce.value, o.memory_s / me.value, o.comm_s / le.value) as estimated_s
+        greatest(
+            o.compute_s / ce.value,
+            o.memory_s / me.value,
+            o.comm_s / le.value + case when o.comm_s > 0 then o.launches * cl.value else 0 end,
+            o.launches * kf.value
+        ) as estimated_s
     from ops as o
     inner join generations as g on g.gpu = o.gpu
     inner join constants as ce on ce.constant = 'compute_efficiency' and ce.applies_to = g.generation
     inner join constants as me on me.constant = 'memory_efficiency' and me.applies_to = g.generation
     inner join constants as le on le.constant = 'comm_efficiency' and le.applies_to = g.generation
+    inner join constants as cl on cl.constant = 'comm_latency_s' and cl.applies_to = g.generation
+    inner join constants as kf on kf.constant = 'kernel_floor_s' and kf.applies_to = g.generation
 ),
 
 summed as (
