@@ -22,7 +22,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # DuckDB file, parameter tables, SQL views
     ("views", "store"),
     # answers built on the store
-    ("output", "api", "parameters", "sweep", "queries", "publish_check", "design", "kernel_corpus"),
+    (
+        "output",
+        "api",
+        "parameters",
+        "sweep",
+        "serving",
+        "silicon",
+        "queries",
+        "publish_check",
+        "design",
+        "kernel_corpus",
+    ),
     # commands
     ("cli", "cli_params", "design.cli", "kernel_corpus.cli", "__main__"),
 )
