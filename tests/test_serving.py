@@ -55,6 +55,7 @@ SOL = dict(
     comm_efficiency=1.0,
     comm_latency_s=0.0,
     kernel_floor_s=0.0,
+    moe_efficiency=1.0,
     step_overhead_s=0.0,
     request_overhead_s=0.0,
     first_wave_share=1.0,

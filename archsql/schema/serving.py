@@ -66,6 +66,7 @@ CONSTANT_SCOPES = {
     "comm_efficiency": "generation",
     "comm_latency_s": "generation",
     "kernel_floor_s": "generation",
+    "moe_efficiency": "generation",
     "step_overhead_s": "framework",
     "first_wave_share": "framework",
     "request_overhead_s": "framework",

@@ -1,6 +1,7 @@
 -- The time of each step a serving case runs: every op of the step (op_sol) at the fitted
 -- constants of its GPU generation — max(compute / compute efficiency, memory / memory
--- efficiency, link / comm efficiency + a collective's latency, a kernel's floor), the latency
+-- efficiency, link / comm efficiency + a collective's latency, a kernel's floor), the compute
+-- and memory terms of a routed-expert op (role ffn_moe) further over the MoE efficiency, the latency
 -- and the floor once per launch (the layers the op runs in × its runs per step) — summed, plus
 -- the framework's per-step overhead.  An op of no work (a softmax inside flash attention) has
 -- no launch of its own.
@@ -37,11 +38,13 @@ constants as (
     from serving_constants
 ),
 
--- the layers a node runs in: its template's (a node outside a repeated stack runs once)
+-- the layers a node runs in: its template's (a node outside a repeated stack runs once), and
+-- whether it is a routed-expert (MoE) op, whose kernels run at their own efficiency
 layers as (
     select
         n.model,
         n.uid,
+        n.role = 'ffn_moe' as moe,
         coalesce(t.layers, 1) as layers
     from base_nodes as n
     left join int_template_layers as t on t.model = n.model and t.stack = n.stack and t.template = n.template
@@ -57,7 +60,8 @@ ops as (
         o.memory_s,
         o.comm_s,
         o.time_s,
-        case when o.time_s > 0 then coalesce(l.layers, 1) * o.runs else 0 end as launches
+        case when o.time_s > 0 then coalesce(l.layers, 1) * o.runs else 0 end as launches,
+        coalesce(l.moe, false) as moe
     from op_sol as o
     inner join base_deployments as d on d.deployment = o.deployment
     left join layers as l on l.model = o.model and l.uid = o.uid
@@ -74,8 +78,8 @@ priced as (
         o.workload,
         o.time_s,
         greatest(
-            o.compute_s / ce.value,
-            o.memory_s / me.value,
+            o.compute_s / ce.value / case when o.moe then moe.value else 1 end,
+            o.memory_s / me.value / case when o.moe then moe.value else 1 end,
             o.comm_s / le.value + case when o.comm_s > 0 then o.launches * cl.value else 0 end,
             o.launches * kf.value
         ) as estimated_s
@@ -86,6 +90,7 @@ priced as (
     inner join constants as le on le.constant = 'comm_efficiency' and le.applies_to = g.generation
     inner join constants as cl on cl.constant = 'comm_latency_s' and cl.applies_to = g.generation
     inner join constants as kf on kf.constant = 'kernel_floor_s' and kf.applies_to = g.generation
+    inner join constants as moe on moe.constant = 'moe_efficiency' and moe.applies_to = g.generation
 ),
 
 summed as (
