@@ -139,7 +139,19 @@ def test_a_writable_connection_reads_live_views_so_its_own_writes_show(store_of,
     con.close()
 
 
-_EMPTY_TABLE_ROWS = {"workload_images": {"workload": WORKLOAD, "image_patches": 256}}
+_EMPTY_TABLE_ROWS = {
+    "workload_images": {"workload": WORKLOAD, "image_patches": 256},
+    "serving_cases": {
+        "serving_case": "c1",
+        "model": "Meta-Llama-3.1-8B",
+        "deployment": "1xH200-single",
+        "framework": "vllm",
+        "version": "0.12.0",
+        "isl": 128,
+        "osl": 16,
+        "concurrency": 1,
+    },
+}
 
 
 @pytest.mark.parametrize("table", sorted(PARAMETER_TABLES))

@@ -40,7 +40,10 @@ SERVING_FRAMEWORKS_SCHEMA = pa.schema(
         ("cuda_graph_max_bs", pa.int64()),  # largest decode batch replayed from a CUDA graph
         ("cuda_graph_step", pa.int64()),  # captured batch sizes are multiples of this above it
         ("memory_knob", pa.string()),
-        ("memory_fraction", pa.float64()),  # null: derived (SGLang mem_fraction_static)
+        # the framework's memory option; its default for vLLM and SGLang is the `frameworks`
+        # parameter table's (one source, read by device_memory); TRT-LLM's free_gpu_memory_fraction
+        # (of the memory free after the weights, for the KV cache) is recorded here only
+        ("memory_fraction", pa.float64()),
         ("ttft_definition", pa.string()),
         ("tpot_definition", pa.string()),
         ("metric_mean", pa.string()),  # 'request': mean over requests | 'token': over tokens
