@@ -42,6 +42,11 @@ def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]
     models = {m for (m,) in con.execute("select model from models").fetchall()}
     deployments = {d for (d,) in con.execute("select deployment from deployments").fetchall()}
     rejected = dict(con.execute("select deployment, problem from deployment_checks").fetchall())
+    from archsql.schema.serving import CONSTANT_SCOPES
+
+    gpu_of = dict(con.execute("select deployment, gpu from deployments").fetchall())
+    generation = dict(con.execute("select gpu, generation from serving_gpu_generations").fetchall())
+    constants = set(con.execute("select constant, applies_to from serving_constants").fetchall())
     versions: dict[str, set[str]] = defaultdict(set)
     for fw, ver in con.execute("select framework, version from serving_frameworks").fetchall():
         versions[fw].add(ver)
@@ -64,6 +69,25 @@ def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]
             )
         elif dep in rejected:
             issues.append(Issue(f"{where}: deployment {dep!r} is rejected: {rejected[dep]}"))
+        elif gpu_of[dep] not in generation:
+            issues.append(
+                Issue(
+                    f"{where}: GPU {gpu_of[dep]!r} has no serving constants (no GPU generation)",
+                    hint="add it to archsql/specs/serving/gpu_generations.csv and fit its constants "
+                    "(benchmarks/bench_silicon.py --fit)",
+                )
+            )
+        elif fw in versions:
+            scope = {"generation": generation[gpu_of[dep]], "framework": fw}
+            missing = [c for c, kind in CONSTANT_SCOPES.items() if (c, scope[kind]) not in constants]
+            if missing:
+                issues.append(
+                    Issue(
+                        f"{where}: the store's serving_constants lack {', '.join(missing)} for "
+                        f"{generation[gpu_of[dep]]} / {fw}",
+                        hint="rebuild the store (`archsql build`) to load archsql/specs/serving/constants.csv",
+                    )
+                )
         if fw not in versions:
             issues.append(
                 Issue(

@@ -245,6 +245,13 @@ def test_what_cannot_be_expressed_is_named(llama, change, message):
         serving.estimate(llama, [_case(**change)])
 
 
+def test_a_gpu_without_serving_constants_is_named(llama, tmp_path):
+    """MI300X has no GPU generation in gpu_generations.csv, so no fitted constants: refused."""
+    db = _copy(llama, tmp_path, {}, [{"deployment": "mi300x", "gpu": "MI300X", "like": "1xH200-single"}])
+    with pytest.raises(QueryError, match=r"GPU 'MI300X' has no serving constants"):
+        serving.estimate(db, [_case(deployment="mi300x")])
+
+
 def test_cli_serve_estimate(llama):
     runner = CliRunner()
     args = ["--db", str(llama), "serve-estimate", "Meta-Llama-3.1-8B", "--deployment", "1xH200-single"]
