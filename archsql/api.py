@@ -622,3 +622,39 @@ __all__ = [
     "to_polars",
     "workloads",
 ]
+
+
+def serve_estimate(
+    model: str,
+    deployment: str,
+    framework: str,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int | Sequence[int],
+    acceptance_rate: float | None = None,
+    db: str | Path | None = None,
+) -> pa.Table:
+    """TTFT and TPOT (``serving_estimates`` rows) of ``model`` on ``deployment`` served by
+    ``framework`` (``'sglang@0.5.9'``; no version: ``'*'``, the newest defaults listed) at
+    each client ``concurrency`` with ``isl`` / ``osl`` tokens per request (docs/serving.md).
+    A question archsql cannot express is a :class:`~archsql.errors.QueryError` naming it."""
+    from archsql import serving
+
+    name, version = serving.parse_framework(framework)
+    levels = [concurrency] if isinstance(concurrency, int) else list(concurrency)
+    cases = [
+        dict(
+            serving_case=f"c{c}",
+            model=model,
+            deployment=deployment,
+            framework=name,
+            version=version,
+            isl=isl,
+            osl=osl,
+            concurrency=c,
+            acceptance_rate=acceptance_rate,
+        )
+        for c in levels
+    ]
+    return serving.estimate(_store(db), cases)

@@ -735,6 +735,61 @@ def db_of(ctx: click.Context) -> Path:
     return ctx.obj
 
 
+# the columns `serve-estimate` shows as a table (csv / json carry every column of serving_estimates)
+SERVE_COLUMNS = (
+    "framework",
+    "version",
+    "concurrency",
+    "isl",
+    "osl",
+    "ttft_s",
+    "tpot_s",
+    "output_tokens_per_s",
+    "prefill_step_s",
+    "decode_step_s",
+    "step_requests",
+    "prefill_groups",
+    "tokens_per_decode_step",
+)
+
+
+@cli.command("serve-estimate")
+@click.argument("model")
+@click.option("--deployment", required=True, help="A deployment of the store (its speculative_tokens: MTP drafts).")
+@click.option(
+    "--framework", required=True, help="FRAMEWORK@VERSION, e.g. sglang@0.5.9, vllm@0.12.0, trtllm@1.1.0rc2.post2."
+)
+@click.option("--isl", type=int, required=True, help="Input tokens per request.")
+@click.option("--osl", type=int, required=True, help="Output tokens per request.")
+@click.option("--concurrency", default="1", show_default=True, help="Client concurrency, e.g. 64 or 1,8,64.")
+@click.option(
+    "--acceptance-rate", type=float, default=None, help="MTP: chance a draft token is accepted after the previous one."
+)
+@_FORMAT_OPTION
+@_OUTPUT_OPTION
+@click.pass_obj
+def serve_estimate(db, model, deployment, framework, isl, osl, concurrency, acceptance_rate, fmt, output) -> None:
+    """TTFT and TPOT of MODEL served on a deployment by a framework version (docs/serving.md).
+
+    Aggregated in-flight batching at each client concurrency, from the serving_estimates view;
+    the store is not changed.  Example:
+    archsql serve-estimate DeepSeek-V3 --deployment 8xH200-dp8-ep8-wnative --framework sglang@0.5.9
+    --isl 1024 --osl 1024 --concurrency 8,64
+    """
+    check_format(fmt, output)
+    table = api.serve_estimate(
+        model,
+        deployment,
+        framework,
+        isl=isl,
+        osl=osl,
+        concurrency=_ints(concurrency),
+        acceptance_rate=acceptance_rate,
+        db=db,
+    )
+    emit(table.select(list(SERVE_COLUMNS)) if fmt == "table" else table, fmt, output)
+
+
 # The kernel corpus (archsql/kernel_corpus/cli.py) and design (archsql/design/cli.py)
 # commands load on first use: LAZY_COMMANDS.
 

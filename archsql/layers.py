@@ -22,7 +22,20 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # DuckDB file, parameter tables, SQL views
     ("views", "store", "store_layout"),
     # answers built on the store
-    ("output", "api", "parameters", "sweep", "queries", "publish_check", "design", "kernel_corpus", "launch", "author"),
+    (
+        "output",
+        "api",
+        "parameters",
+        "sweep",
+        "serving",
+        "silicon",
+        "queries",
+        "publish_check",
+        "design",
+        "kernel_corpus",
+        "launch",
+        "author",
+    ),
     # commands
     ("cli", "cli_params", "design.cli", "kernel_corpus.cli", "site", "launch_cli", "author.cli", "__main__"),
 )

@@ -91,6 +91,13 @@ def _fusion_rules() -> pa.Table:
     return fusion_rules_table(FUSION_DIR)
 
 
+def _serving(name: str) -> pa.Table:
+    from archsql.schema import serving
+    from archsql.specs import SERVING_DIR
+
+    return getattr(serving, f"{name}_table")(SERVING_DIR)
+
+
 def _gpu_architectures() -> pa.Table:
     from archsql.gpus.architectures import gpu_architectures_table
 
@@ -109,6 +116,7 @@ _DEFAULTS = {
     "deployment_flags": lambda: PARAMETER_TABLES["deployment_flags"].empty_table(),  # every flag at its default
     "storage_dtypes": lambda: _quant().storage_dtypes_table(),
     "checkpoint_prefixes": lambda: _quant().checkpoint_prefixes_table(),
+    "serving_cases": lambda: PARAMETER_TABLES["serving_cases"].empty_table(),  # none until asked
 }
 _REFERENCE = {
     "parallel_groups": parallel_groups_table,
@@ -116,6 +124,9 @@ _REFERENCE = {
     "op_math": lambda: _primitives().op_math_table(),
     "fusion_rules": _fusion_rules,
     "gpu_architectures": _gpu_architectures,
+    "serving_frameworks": lambda: _serving("serving_frameworks"),
+    "serving_gpu_generations": lambda: _serving("serving_gpu_generations"),
+    "serving_constants": lambda: _serving("serving_constants"),
 }
 
 

@@ -142,6 +142,16 @@ def test_a_writable_connection_reads_live_views_so_its_own_writes_show(store_of,
 _EMPTY_TABLE_ROWS = {
     "workload_images": {"workload": WORKLOAD, "image_patches": 256},
     "deployment_flags": {"deployment": "1xH200-single", "flag": "enable_fi_allreduce_fusion", "enabled": True},
+    "serving_cases": {
+        "serving_case": "c1",
+        "model": "Meta-Llama-3.1-8B",
+        "deployment": "1xH200-single",
+        "framework": "vllm",
+        "version": "0.12.0",
+        "isl": 128,
+        "osl": 16,
+        "concurrency": 1,
+    },
 }
 
 

@@ -17,6 +17,11 @@ from archsql.gpus.table import GPU_SCHEMA
 from archsql.ingest.tables import CHECKPOINT_TABLES
 from archsql.schema.fusion import FUSION_RULES_SCHEMA
 from archsql.schema.parallel import PARALLEL_GROUPS_SCHEMA
+from archsql.schema.serving import (
+    SERVING_CONSTANTS_SCHEMA,
+    SERVING_FRAMEWORKS_SCHEMA,
+    SERVING_GPU_GENERATIONS_SCHEMA,
+)
 
 PHASES = ("prefill", "decode")
 
@@ -359,6 +364,22 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
     "checkpoint_prefixes": pa.schema(
         [("prefix", pa.string()), ("canonical", pa.string()), ("description", pa.string())]
     ),
+    # serving questions (archsql.serving): a model on a deployment served by a framework
+    # version at a client concurrency with isl / osl tokens per request; answered by the
+    # serving_estimates view (docs/serving.md)
+    "serving_cases": pa.schema(
+        [
+            ("serving_case", pa.string()),
+            ("model", pa.string()),
+            ("deployment", pa.string()),  # its speculative_tokens is the MTP draft length
+            ("framework", pa.string()),  # a serving_frameworks.framework
+            ("version", pa.string()),  # a serving_frameworks.version ('*': not recorded)
+            ("isl", pa.int64()),  # input tokens per request
+            ("osl", pa.int64()),  # output tokens per request
+            ("concurrency", pa.int64()),  # client concurrency (requests in flight)
+            ("acceptance_rate", pa.float64()),  # P(a draft token is accepted | the previous was); null: 0
+        ]
+    ),
 }
 
 
@@ -375,6 +396,7 @@ PARAMETER_KEYS: dict[str, tuple[str, ...]] = {
     "deployment_flags": ("deployment", "flag"),
     "storage_dtypes": ("dtype",),
     "checkpoint_prefixes": ("prefix",),
+    "serving_cases": ("serving_case",),
 }
 assert set(PARAMETER_KEYS) == set(PARAMETER_TABLES)
 
@@ -396,6 +418,10 @@ REFERENCE_TABLES: dict[str, pa.Schema] = {
     "op_math": OP_MATH_SCHEMA,
     "fusion_rules": FUSION_RULES_SCHEMA,
     "gpu_architectures": GPU_ARCHITECTURES_SCHEMA,
+    # serving facts (archsql/specs/serving/*.csv, archsql.schema.serving)
+    "serving_frameworks": SERVING_FRAMEWORKS_SCHEMA,
+    "serving_gpu_generations": SERVING_GPU_GENERATIONS_SCHEMA,
+    "serving_constants": SERVING_CONSTANTS_SCHEMA,
 }
 REFERENCE_KEYS: dict[str, tuple[str, ...]] = {
     "parallel_groups": ("group",),
@@ -403,6 +429,9 @@ REFERENCE_KEYS: dict[str, tuple[str, ...]] = {
     "op_math": ("op",),
     "fusion_rules": ("framework", "version", "rule"),
     "gpu_architectures": ("gpu",),
+    "serving_frameworks": ("framework", "version", "min_gpu_memory_gib"),
+    "serving_gpu_generations": ("gpu",),
+    "serving_constants": ("constant", "applies_to"),
 }
 
 

@@ -27,6 +27,7 @@ COMPONENTS_DIR = SPECS_DIR / "components"
 MODELS_DIR = SPECS_DIR / "models"
 CONFIGS_DIR = SPECS_DIR / "configs"
 FUSION_DIR = SPECS_DIR / "fusion"  # the frameworks' fusion rules, one file per framework version
+SERVING_DIR = SPECS_DIR / "serving"  # serving facts and fitted constants (archsql.schema.serving)
 
 
 @dataclass

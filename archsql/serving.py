@@ -1,0 +1,251 @@
+"""Serving estimates: TTFT and TPOT of a model served by a framework version at a client
+concurrency (aggregated in-flight batching; docs/serving.md).
+
+All the arithmetic is SQL: ``int_serving_steps`` turns a ``serving_cases`` row into the two
+steps its schedule is made of (a prefill step of the framework's token budget and a decode
+step of the running batch, as workload shapes), ``serving_step_times`` prices them from
+``op_sol`` with the fitted constants of ``serving_constants``, and ``serving_estimates``
+composes TTFT and TPOT.  Python does only what SQL cannot: checks the question (a located
+error for what cannot be expressed), writes the cases and the workloads the steps name into
+the store's parameter tables inside a transaction it rolls back, and evaluates ``op_sol``
+one (model, deployment) at a time (:func:`archsql.store.scope`), because the live view
+evaluates every model × deployment × workload of its scope and the steps of many cases would
+otherwise be priced on every deployment.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from archsql.errors import Issue, QueryError, did_you_mean
+
+ESTIMATE_COLUMNS = (
+    "serving_case, model, deployment, gpu, framework, version, version_assumed, isl, osl, concurrency, dp, "
+    "draft_tokens, acceptance_rate, max_batched_tokens, mixed_steps, rank_requests, chunk, chunks, "
+    "step_requests, prefill_groups, mean_group, prefill_workload, decode_workload, prefill_step_s, "
+    "prefill_step_sol_s, prefill_token_s, decode_step_s, decode_step_sol_s, tokens_per_decode_step, "
+    "first_wave_share, request_overhead_s, stall_steps, wave_ttft_s, wave_tpot_s, arrivals_per_step, steady_step_s, steady_ttft_s, "
+    "steady_tpot_s, ttft_s, tpot_s, request_latency_s, output_tokens_per_s"
+)
+# the op_sol columns the step times read
+_OP_COLUMNS = "model, deployment, workload, uid, runs, compute_s, memory_s, comm_s, time_s"
+
+
+def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> dict[str, list[Issue]]:
+    """What in each case cannot be expressed, by case name: unknown model, deployment (or one
+    archsql rejects), framework or framework version, a count out of range."""
+    models = {m for (m,) in con.execute("select model from models").fetchall()}
+    deployments = {d for (d,) in con.execute("select deployment from deployments").fetchall()}
+    rejected = dict(con.execute("select deployment, problem from deployment_checks").fetchall())
+    from archsql.schema.serving import CONSTANT_SCOPES
+
+    gpu_of = dict(con.execute("select deployment, gpu from deployments").fetchall())
+    generation = dict(con.execute("select gpu, generation from serving_gpu_generations").fetchall())
+    constants = set(con.execute("select constant, applies_to from serving_constants").fetchall())
+    versions: dict[str, set[str]] = defaultdict(set)
+    for fw, ver in con.execute("select framework, version from serving_frameworks").fetchall():
+        versions[fw].add(ver)
+    found: dict[str, list[Issue]] = {}
+    for case in cases:
+        issues = found.setdefault(str(case.get("serving_case")), [])
+        where = f"case {case.get('serving_case')!r}"
+        model, dep, fw = case.get("model"), case.get("deployment"), case.get("framework")
+        ver = case.get("version") or "*"
+        if model not in models:
+            issues.append(
+                Issue(
+                    f"{where}: model {model!r} is not in the store",
+                    hint=did_you_mean(str(model), sorted(models)) or f"run `archsql build {model}` first",
+                )
+            )
+        if dep not in deployments:
+            issues.append(
+                Issue(f"{where}: no deployment {dep!r}", hint=did_you_mean(str(dep), sorted(deployments)) or None)
+            )
+        elif dep in rejected:
+            issues.append(Issue(f"{where}: deployment {dep!r} is rejected: {rejected[dep]}"))
+        elif gpu_of[dep] not in generation:
+            issues.append(
+                Issue(
+                    f"{where}: GPU {gpu_of[dep]!r} has no serving constants (no GPU generation)",
+                    hint="add it to archsql/specs/serving/gpu_generations.csv and fit its constants "
+                    "(benchmarks/bench_silicon.py --fit)",
+                )
+            )
+        elif fw in versions:
+            scope = {"generation": generation[gpu_of[dep]], "framework": fw}
+            missing = [c for c, kind in CONSTANT_SCOPES.items() if (c, scope[kind]) not in constants]
+            if missing:
+                issues.append(
+                    Issue(
+                        f"{where}: the store's serving_constants lack {', '.join(missing)} for "
+                        f"{generation[gpu_of[dep]]} / {fw}",
+                        hint="rebuild the store (`archsql build`) to load archsql/specs/serving/constants.csv",
+                    )
+                )
+        if fw not in versions:
+            issues.append(
+                Issue(
+                    f"{where}: no serving facts for framework {fw!r}",
+                    hint=did_you_mean(str(fw), sorted(versions)) or f"known: {', '.join(sorted(versions))}",
+                )
+            )
+        elif ver not in versions[fw]:
+            known = sorted(versions[fw] - {"*"})
+            issues.append(
+                Issue(
+                    f"{where}: no serving facts for {fw} version {ver!r}",
+                    hint=f"known versions: {', '.join(known)} (or {fw}@* when the version is not known); "
+                    "add a row to archsql/specs/serving/frameworks.csv with its source",
+                )
+            )
+        for field in ("isl", "osl", "concurrency"):
+            value = case.get(field)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 2**24:
+                issues.append(Issue(f"{where}: {field} must be an integer in 1 .. 2^24", got=repr(value)))
+        rate = case.get("acceptance_rate")
+        if rate is not None and not (isinstance(rate, int | float) and 0 <= rate <= 1):
+            issues.append(Issue(f"{where}: acceptance_rate must be in [0, 1]", got=repr(rate)))
+    return {name: issues for name, issues in found.items() if issues}
+
+
+def prepare(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> list[dict]:
+    """Write ``cases`` and the workloads their steps need (workloads already present are
+    reused) on a writable connection; return the step rows (``int_serving_steps``).  A case
+    that cannot be expressed is a :class:`QueryError` listing every problem of every case."""
+    from archsql.store import insert_rows
+
+    problems = check_cases(con, cases)
+    if problems:
+        raise QueryError("cannot estimate these serving cases", issues=[i for v in problems.values() for i in v])
+    insert_rows(con, "serving_cases", [dict(c) for c in cases])
+    steps = con.sql(
+        "select * from int_serving_steps where serving_case in (select unnest(?::varchar[]))",
+        params=[[c["serving_case"] for c in cases]],
+    ).to_arrow_table()
+    missing = sorted({c["serving_case"] for c in cases} - set(steps.column("serving_case").to_pylist()))
+    if missing:  # a framework row exists but none holds for the GPU's memory
+        raise QueryError(
+            "no serving facts hold for the GPU of these cases: " + ", ".join(missing),
+            issues=[Issue("add a frameworks.csv row with a lower min_gpu_memory_gib")],
+        )
+    rows = steps.to_pylist()
+    present = {w for (w,) in con.execute("select workload from workloads").fetchall()}
+    wanted: dict[str, dict] = {}
+    for r in rows:
+        for name, batch, new, ctx, phase in (
+            (r["prefill_workload"], r["prefill_batch"], r["chunk"], r["prefill_context"], "prefill"),
+            (r["decode_workload"], r["decode_batch"], r["decode_new_tokens"], r["decode_context"], "decode"),
+        ):
+            if name not in present:
+                wanted[name] = dict(workload=name, phase=phase, batch=batch, new_tokens=new, context=ctx)
+    if wanted:
+        insert_rows(con, "workloads", list(wanted.values()))
+    return rows
+
+
+def price_steps(
+    con: duckdb.DuckDBPyConnection, steps: Iterable[Mapping[str, object]], *, priced: pa.Table | None = None
+) -> pa.Table:
+    """Evaluate ``op_sol`` for the steps of ``steps``, one (model, deployment) scope at a time,
+    into a temporary table ``op_sol`` that then shadows the view on ``con`` (only the columns
+    the step times read); returns its rows.  ``priced``: op_sol rows evaluated before (such a
+    return value), whose (model, deployment, workload) steps are not evaluated again.  Drop
+    the table with :func:`release`."""
+    from archsql.store import scope
+    from archsql.views import computed_once
+
+    done = set()
+    con.execute(
+        "create or replace temp table serving_op_rows (model varchar, deployment varchar, workload varchar, "
+        "uid varchar, runs double, compute_s double, memory_s double, comm_s double, time_s double)"
+    )
+    if priced is not None:
+        con.execute("insert into serving_op_rows select * from priced")
+        done = set(con.execute("select distinct model, deployment, workload from serving_op_rows").fetchall())
+    by_pair: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for s in steps:
+        for w in (s["prefill_workload"], s["decode_workload"]):
+            if (s["model"], s["deployment"], w) not in done:
+                by_pair[(s["model"], s["deployment"])].add(w)
+    for (model, deployment), workloads in sorted(by_pair.items()):
+        scope(con, models=[model], deployments=[deployment], workloads=sorted(workloads))
+        with computed_once(con, views={"op_sol"}):
+            con.execute(f"insert into serving_op_rows select {_OP_COLUMNS} from op_sol")
+        _unscope(con)
+    con.execute("create or replace temp table op_sol as select * from serving_op_rows")
+    con.execute("drop table serving_op_rows")
+    return con.sql("select * from temp.main.op_sol").to_arrow_table()
+
+
+def load_facts(con: duckdb.DuckDBPyConnection) -> None:
+    """Rewrite the serving reference tables from ``archsql/specs/serving`` on ``con`` (a store
+    built before the files changed; a build writes them too)."""
+    from archsql.schema import serving as facts
+    from archsql.specs import SERVING_DIR
+
+    for name, table in (
+        ("serving_frameworks", facts.serving_frameworks_table(SERVING_DIR)),
+        ("serving_gpu_generations", facts.serving_gpu_generations_table(SERVING_DIR)),
+        ("serving_constants", facts.serving_constants_table(SERVING_DIR)),
+    ):
+        con.register("serving_facts_rows", table)
+        con.execute(f"delete from {name}")
+        con.execute(f"insert into {name} by name select * from serving_facts_rows")
+        con.unregister("serving_facts_rows")
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("drop table if exists temp.main.op_sol")
+
+
+def _unscope(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the temporary tables :func:`archsql.store.scope` made."""
+    from archsql.ingest.tables import CHECKPOINT_TABLES
+    from archsql.schema.tables import PARAMETER_TABLES, TABLES
+
+    temp = {n for (n,) in con.execute("select table_name from duckdb_tables() where database_name = 'temp'").fetchall()}
+    for name in {*TABLES, *PARAMETER_TABLES, *CHECKPOINT_TABLES} & temp:
+        con.execute(f'drop table temp.main."{name}"')
+
+
+def estimates(con: duckdb.DuckDBPyConnection, cases: Iterable[str]) -> pa.Table:
+    """The ``serving_estimates`` rows of ``cases`` (after :func:`prepare` and :func:`price_steps`)."""
+    return con.sql(
+        f"select {ESTIMATE_COLUMNS} from serving_estimates where serving_case in (select unnest(?::varchar[])) "
+        "order by serving_case",
+        params=[sorted(set(cases))],
+    ).to_arrow_table()
+
+
+def estimate(db: str | Path, cases: list[Mapping[str, object]]) -> pa.Table:
+    """TTFT and TPOT of each case (``serving_cases`` columns: serving_case, model, deployment,
+    framework, version, isl, osl, concurrency, acceptance_rate); the store is left unchanged."""
+    from archsql.store import connect
+
+    if not cases:
+        raise QueryError("no serving cases given")
+    con = connect(Path(db), read_only=False, derived=False)
+    try:
+        con.begin()
+        steps = prepare(con, cases)
+        price_steps(con, steps)
+        table = estimates(con, [c["serving_case"] for c in cases])
+        release(con)
+        con.rollback()
+        return table
+    finally:
+        con.close()
+
+
+def parse_framework(text: str) -> tuple[str, str]:
+    """``sglang@0.5.9`` → ('sglang', '0.5.9'); ``sglang`` or ``sglang@*`` → ('sglang', '*')."""
+    framework, _, version = text.partition("@")
+    if not framework:
+        raise QueryError(f"--framework {text!r}: expected FRAMEWORK@VERSION, e.g. sglang@0.5.9")
+    return framework.strip().lower(), (version.strip() or "*")

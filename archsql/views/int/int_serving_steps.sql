@@ -1,0 +1,129 @@
+-- The schedule of every serving case (aggregated in-flight batching, docs/serving.md): the
+-- framework facts it runs under and the two steps it is made of, as workload shapes.
+with
+
+cases as (
+    select
+        serving_case,
+        model,
+        deployment,
+        framework,
+        version,
+        isl,
+        osl,
+        concurrency,
+        acceptance_rate
+    from base_serving_cases
+),
+
+deployments as (
+    select
+        d.deployment,
+        d.gpu,
+        coalesce(d.speculative_tokens, 0) as draft_tokens,
+        g.dp
+    from base_deployments as d
+    inner join int_deployment_degrees as g on g.deployment = d.deployment
+),
+
+gpu_memory as (
+    select
+        gpu,
+        memory_bytes / 2 ^ 30 as memory_gib
+    from int_gpu_specs
+    where dtype = 'bf16'
+),
+
+-- the framework row of the case's version for the largest memory threshold the GPU reaches
+facts as (
+    select
+        c.serving_case,
+        f.max_batched_tokens,
+        f.chunked_prefill,
+        f.mixed_steps,
+        f.max_running_requests,
+        f.cuda_graph_max_bs,
+        f.cuda_graph_step,
+        row_number() over (partition by c.serving_case order by f.min_gpu_memory_gib desc) as pick
+    from cases as c
+    inner join deployments as d on d.deployment = c.deployment
+    inner join gpu_memory as m on m.gpu = d.gpu
+    inner join serving_frameworks as f
+        on f.framework = c.framework and f.version = c.version and f.min_gpu_memory_gib <= m.memory_gib
+),
+
+-- per attention-DP rank: its share of the requests, the prompt tokens one step computes per
+-- request (the whole prompt, or a chunk of the budget) and the requests one prefill step holds
+per_rank as (
+    select
+        c.*,
+        d.gpu,
+        d.dp,
+        d.draft_tokens,
+        f.max_batched_tokens,
+        f.chunked_prefill,
+        f.mixed_steps,
+        f.cuda_graph_max_bs,
+        f.cuda_graph_step,
+        cast(ceil(c.concurrency / d.dp) as bigint) as rank_requests,
+        case when f.chunked_prefill then least(c.isl, f.max_batched_tokens) else c.isl end as chunk
+    from cases as c
+    inner join deployments as d on d.deployment = c.deployment
+    inner join facts as f on f.serving_case = c.serving_case and f.pick = 1
+),
+
+shaped as (
+    select
+        *,
+        cast(ceil(isl / chunk) as bigint) as chunks,
+        greatest(1, least(rank_requests, max_batched_tokens // chunk)) as step_requests,
+        -- the decode batch a CUDA graph runs: padded up to a captured size (a multiple of the
+        -- step above it); beyond the largest graph the batch runs as it is
+        case
+            when rank_requests <= cuda_graph_step or rank_requests > cuda_graph_max_bs then rank_requests
+            else cast(ceil(rank_requests / cuda_graph_step) * cuda_graph_step as bigint)
+        end as decode_requests
+    from per_rank
+),
+
+grouped as (
+    select
+        *,
+        cast(ceil(rank_requests / step_requests) as bigint) as prefill_groups,
+        -- the context a chunk ends at, averaged over the prompt's chunks: (isl + chunk) / 2
+        cast(ceil((isl + chunk) / 2) as bigint) as prefill_context,
+        isl + osl // 2 as decode_context
+    from shaped
+)
+
+select
+    serving_case,
+    model,
+    deployment,
+    gpu,
+    framework,
+    version,
+    isl,
+    osl,
+    concurrency,
+    acceptance_rate,
+    dp,
+    draft_tokens,
+    max_batched_tokens,
+    chunked_prefill,
+    mixed_steps,
+    rank_requests,
+    chunk,
+    chunks,
+    step_requests,
+    prefill_groups,
+    decode_requests,
+    prefill_context,
+    decode_context,
+    -- the two steps, as workloads of the store (the deployment's batch is global: × dp)
+    format('serve:prefill:b{}:s{}:c{}', step_requests * dp, chunk, prefill_context) as prefill_workload,
+    step_requests * dp as prefill_batch,
+    format('serve:decode:b{}:s{}:c{}', decode_requests * dp, 1 + draft_tokens, decode_context) as decode_workload,
+    decode_requests * dp as decode_batch,
+    1 + draft_tokens as decode_new_tokens
+from grouped

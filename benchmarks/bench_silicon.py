@@ -1,0 +1,323 @@
+"""Serving estimates against measured serving runs: archsql's TTFT and TPOT
+(``serving_estimates``, docs/serving.md) for every row of ``shared/data/silicon/silicon_dev.csv``
+it can express, scored by MAPE overall and per family × system × framework, with the share of
+rows within 20 %; the rows it cannot express are listed with the reason.
+
+Rows map to archsql questions by :mod:`archsql.silicon` (model, GPU, layout); the framework
+is the row's backend at its ``backend_version`` (blank: ``*``, the newest defaults listed,
+counted apart as ``version_assumed``).  Rows the CSV flags ``aic_comparable = False`` are
+scored too when they can be expressed (concurrency as recorded) and reported apart.
+
+Half-split check: the sweeps are split by ``split_hash`` (its integer value even: the *fit*
+half, odd: the *check* half).  ``--fit`` fits the constants of ``serving_constants`` (the
+efficiencies per GPU generation and op bound, the step overhead per framework) on the fit
+half's comparable rows — minimising the mean of TTFT and TPOT MAPE by Powell over the
+constants' logarithms, each evaluation the ``serving_estimates`` view itself — and writes
+them, with how and on which rows, to ``archsql/specs/serving/constants.csv``; the report
+always shows both halves.
+
+    PYTHONPATH=. python benchmarks/bench_silicon.py [--db STORE] [--csv PATH] [--fit] [--worst N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from archsql import api, serving, store
+from archsql.schema.serving import serving_constants_table, write_constants
+from archsql.silicon import norm_model, plan, prepare, store_facts
+from archsql.specs import SERVING_DIR
+from archsql.views import computed_once, create_views
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CSV = REPO.parent / "shared" / "data" / "silicon" / "silicon_dev.csv"
+FRAMEWORKS = ("sglang", "vllm", "trtllm")
+
+
+def half(row: dict) -> str:
+    return "fit" if int(row["split_hash"], 16) % 2 == 0 else "check"
+
+
+def cases_of(questions: list[dict], rejected: dict) -> list[dict]:
+    """The serving case of every question with a layout archsql accepts; the others get a skip."""
+    cases = []
+    for q in questions:
+        if "layout" not in q:
+            continue
+        lay, r = q["layout"], q["row"]
+        why = rejected.get((lay.name, None)) or rejected.get((lay.name, lay.model))
+        if why:
+            q["skip"] = f"layout archsql rejects: {why}"
+            continue
+        if r["backend"] not in FRAMEWORKS:
+            q["skip"] = f"framework {r['backend']} has no serving facts"
+            continue
+        q["case"] = dict(
+            serving_case=r["id"],
+            model=lay.model,
+            deployment=lay.name,
+            framework=r["backend"],
+            version=r["backend_version"] or "*",
+            isl=int(r["isl"]),
+            osl=int(r["osl"]),
+            concurrency=q["batch"],
+            acceptance_rate=None,
+        )
+        cases.append(q["case"])
+    return cases
+
+
+def expressible(con, questions: list[dict]) -> list[dict]:
+    """The cases archsql can answer; each other question gets the reason archsql gives."""
+    asked = [q for q in questions if "case" in q]
+    problems = serving.check_cases(con, [q["case"] for q in asked])
+    good = []
+    for q in asked:
+        issues = problems.get(q["case"]["serving_case"])
+        if issues:
+            q["skip"] = issues[0].message.split(": ", 1)[1]
+        else:
+            good.append(q["case"])
+    return good
+
+
+def score(con, questions: list[dict]) -> None:
+    by_case = {q["case"]["serving_case"]: q for q in questions if "case" in q and "skip" not in q}
+    for r in serving.estimates(con, by_case).to_pylist():
+        q = by_case[r["serving_case"]]
+        q["est"] = r
+
+
+def ape(est: float | None, meas: float) -> float:
+    return abs(est - meas) / meas if est is not None else math.inf
+
+
+def errors(qs: list[dict]) -> tuple[list[float], list[float]]:
+    ttft = [ape(q["est"]["ttft_s"] * 1e3, float(q["row"]["silicon_ttft_ms"])) for q in qs]
+    tpot = [ape(q["est"]["tpot_s"] * 1e3, float(q["row"]["silicon_tpot_ms"])) for q in qs]
+    return ttft, tpot
+
+
+def mape(values: list[float]) -> float:
+    return 100 * sum(values) / len(values) if values else float("nan")
+
+
+def within(values: list[float], bound: float = 0.2) -> float:
+    return 100 * sum(v <= bound for v in values) / len(values) if values else float("nan")
+
+
+def line(label: str, qs: list[dict]) -> str:
+    t, p = errors(qs)
+    both = [max(a, b) for a, b in zip(t, p, strict=True)]
+    return (
+        f"{label:<44} {len(qs):>5} {mape(t):>9.1f} {mape(p):>9.1f} {within(t):>8.0f} {within(p):>8.0f} "
+        f"{within(both):>8.0f}"
+    )
+
+
+def report(questions: list[dict], worst: int) -> None:
+    scored = [q for q in questions if "est" in q]
+    comparable = [q for q in scored if q["row"]["aic_comparable"] == "True"]
+    head = f"{'rows':<44} {'n':>5} {'TTFT MAPE':>9} {'TPOT MAPE':>9} {'TTFT≤20%':>8} {'TPOT≤20%':>8} {'both≤20%':>8}"
+    print(head)
+    print("-" * len(head))
+    print(line("all comparable rows", comparable))
+    for h in ("fit", "check"):
+        print(
+            line(
+                f"  {h} half (split_hash {'even' if h == 'fit' else 'odd'})",
+                [q for q in comparable if half(q["row"]) == h],
+            )
+        )
+    print(line("  framework version recorded", [q for q in comparable if not q["est"]["version_assumed"]]))
+    print(line("  framework version not recorded (*)", [q for q in comparable if q["est"]["version_assumed"]]))
+    print(line("aic_comparable = False (apart)", [q for q in scored if q["row"]["aic_comparable"] != "True"]))
+    print()
+    print(head.replace("rows" + " " * 40, "family × system × framework" + " " * 17))
+    print("-" * len(head))
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for q in comparable:
+        groups[(q["row"]["family"], q["row"]["system"], q["row"]["backend"])].append(q)
+    for key, qs in sorted(groups.items()):
+        print(line(" × ".join(key), qs))
+    skipped: dict[str, int] = defaultdict(int)
+    for q in questions:
+        if "est" not in q:
+            skipped[q.get("skip", "no estimate")] += 1
+    print(f"\nnot expressed: {sum(skipped.values())} rows")
+    for why, n in sorted(skipped.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:>4}  {why}")
+    if worst:
+        t, p = errors(comparable)
+        ranked = sorted(zip(comparable, t, p, strict=True), key=lambda x: -max(x[1], x[2]))[:worst]
+        print(f"\nworst {worst} comparable rows (estimate / measured, ms):")
+        for q, _t, _p in ranked:
+            e, r = q["est"], q["row"]
+            print(
+                f"  {r['id'][:70]:<70} TTFT {e['ttft_s'] * 1e3:8.1f}/{float(r['silicon_ttft_ms']):8.1f} "
+                f"TPOT {e['tpot_s'] * 1e3:7.2f}/{float(r['silicon_tpot_ms']):7.2f}  c={e['concurrency']} "
+                f"groups={e['prefill_groups']} step_req={e['step_requests']}"
+            )
+
+
+def dump(questions: list[dict], path: Path) -> None:
+    rows = [
+        {
+            **{k: q["row"][k] for k in ("id", "family", "system", "backend", "split_hash", "aic_comparable")},
+            **{k: v for k, v in q["est"].items() if not isinstance(v, bool | type(None)) or v is not None},
+            "measured_ttft_s": float(q["row"]["silicon_ttft_ms"]) / 1e3,
+            "measured_tpot_s": float(q["row"]["silicon_tpot_ms"]) / 1e3,
+        }
+        for q in questions
+        if "est" in q
+    ]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
+    """Fit serving_constants on the fit half's comparable rows; returns the new rows."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    train = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True" and half(q["row"]) == "fit"]
+    current = con.execute("select constant, applies_to, value from serving_constants order by all").fetchall()
+    names = [(c, a) for c, a, _ in current]
+    cases = [q["case"]["serving_case"] for q in train]
+    meas = {q["case"]["serving_case"]: q["row"] for q in train}
+
+    # overheads in ms on a log scale; efficiencies as log fractions (capped at 1); shares logistic;
+    # the search starts from the values the file holds
+    def value(c, v):
+        if c.endswith("_s"):
+            return math.exp(v) * 1e-3
+        if c == "first_wave_share":
+            return 1 / (1 + math.exp(-v))
+        return min(1.0, math.exp(v))
+
+    def start(c, value):
+        if c.endswith("_s"):
+            return math.log(max(value * 1e3, 1e-3))
+        if c == "first_wave_share":
+            p = min(max(value, 0.02), 0.98)
+            return math.log(p / (1 - p))
+        return math.log(min(value, 0.95))
+
+    x0 = np.array([start(c, v) for c, _, v in current])
+
+    def values(x):
+        return [value(c, v) for (c, _), v in zip(names, x, strict=True)]
+
+    def objective(x):
+        con.executemany(
+            "update serving_constants set value = ? where constant = ? and applies_to = ?",
+            [[v, c, a] for (c, a), v in zip(names, values(x), strict=True)],
+        )
+        rows = serving.estimates(con, cases).to_pylist()
+        t = [ape(r["ttft_s"] * 1e3, float(meas[r["serving_case"]]["silicon_ttft_ms"])) for r in rows]
+        p = [ape(r["tpot_s"] * 1e3, float(meas[r["serving_case"]]["silicon_tpot_ms"])) for r in rows]
+        return (sum(t) + sum(p)) / (2 * len(rows))
+
+    t0 = time.perf_counter()
+    # the schedule shapes do not depend on the constants: computed once for the whole fit
+    with computed_once(con, views={"int_serving_steps"}):
+        result = minimize(objective, x0, method="Powell", options=dict(maxfev=args_maxfev, xtol=1e-3, ftol=1e-5))
+        objective(result.x)
+    print(
+        f"fit: {len(names)} constants on {len(train)} rows, objective {100 * result.fun:.1f} %, "
+        f"{result.nfev} evaluations, {time.perf_counter() - t0:.0f} s",
+        file=sys.stderr,
+    )
+    units = {r["constant"]: r["unit"] for r in serving_constants_table(SERVING_DIR).to_pylist()}
+    fitted_on = (
+        f"silicon_dev.csv aic_comparable rows of the fit half (split_hash even): {len(train)} rows, "
+        f"{len({q['row']['split_hash'] for q in train})} sweeps"
+    )
+    method = (
+        "benchmarks/bench_silicon.py --fit: Powell over log values minimising (TTFT MAPE + TPOT MAPE) / 2 "
+        "of serving_estimates; efficiencies capped at 1"
+    )
+    return [
+        dict(constant=c, applies_to=a, value=round(v, 6), unit=units.get(c), fitted_on=fitted_on, method=method)
+        for (c, a), v in zip(names, values(result.x), strict=True)
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, help="store to reuse (built with the needed models when missing)")
+    parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="silicon_dev.csv")
+    parser.add_argument("--fit", action="store_true", help="fit serving_constants on the fit half and write them")
+    parser.add_argument(
+        "--op-cache", type=Path, help="parquet of op_sol rows priced before: reused, and rewritten with new ones"
+    )
+    parser.add_argument("--dump", type=Path, help="write every scored row (estimate and measurement) as CSV")
+    parser.add_argument("--worst", type=int, default=0, metavar="N", help="list the N worst comparable rows")
+    args = parser.parse_args(argv)
+    if not args.csv.is_file():
+        parser.error(f"no measured runs at {args.csv} (--csv)")
+    with args.csv.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    # rows flagged not comparable are scored apart: plan() skips them, so plan them as if comparable
+    flagged = {r["id"] for r in rows if r["aic_comparable"] != "True"}
+    planned = [dict(r, aic_comparable="True") if r["id"] in flagged else r for r in rows]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or Path(tmp) / "silicon.duckdb"
+        t0 = time.perf_counter()
+        if not db.is_file():
+            names = {norm_model(r["model_path"]) for r in rows}
+            wanted = sorted(m for m in api.catalog() if norm_model(m) in names)
+            api.build(wanted, db=db)
+            print(f"built {', '.join(wanted)}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        con = store.connect(db, read_only=False, derived=False)
+        con.begin()
+        create_views(con)  # the views as the files hold them now (a store built before keeps its own)
+        serving.load_facts(con)  # and the constants (a fit rewrites them)
+        ids, native, moe, domain = store_facts(con)
+        questions = plan(planned, ids, native, moe, domain)
+        for q in questions:
+            q["row"] = dict(q["row"], aic_comparable="False") if q["row"]["id"] in flagged else q["row"]
+        t1 = time.perf_counter()
+        rejected = prepare(con, questions)
+        cases = cases_of(questions, rejected)
+        good = expressible(con, questions)
+        steps = serving.prepare(con, good)
+        priced = pq.read_table(args.op_cache) if args.op_cache and args.op_cache.is_file() else None
+        ops = serving.price_steps(con, steps, priced=priced)
+        if args.op_cache:
+            pq.write_table(ops, args.op_cache)
+        print(
+            f"{len(good)} cases, {len({(s['model'], s['deployment']) for s in steps})} (model, deployment) pairs priced "
+            f"in {time.perf_counter() - t1:.0f} s ({len(cases) - len(good)} cases not expressible)",
+            file=sys.stderr,
+        )
+        score(con, questions)
+        if args.fit:
+            constants = fit(con, questions)
+            write_constants(SERVING_DIR, constants)
+            for c in constants:
+                print(f"  {c['constant']:<20} {c['applies_to']:<10} {c['value']:.6g}", file=sys.stderr)
+            score(con, questions)
+        report(questions, args.worst)
+        if args.dump:
+            dump(questions, args.dump)
+        serving.release(con)
+        con.rollback()
+        con.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

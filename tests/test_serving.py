@@ -1,0 +1,271 @@
+"""Serving estimates (docs/serving.md): the in-flight-batching schedule derived by hand for a
+tiny case, TPOT with MTP acceptance, the framework facts as data, and the error paths."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from archsql import api, serving, store
+from archsql.cli import cli
+from archsql.errors import QueryError, SpecError
+from archsql.schema.serving import serving_constants_table, serving_frameworks_table
+from archsql.specs import SERVING_DIR
+
+SILICON = Path(__file__).resolve().parents[2] / "shared" / "data" / "silicon" / "silicon_dev.csv"
+
+
+def _copy(src: Path, tmp_path: Path, constants: dict, deployments: list[dict] = ()) -> Path:
+    """A copy of a store with the serving constants set (every generation / framework) and
+    extra deployments."""
+    db = tmp_path / "store.duckdb"
+    shutil.copy(src, db)
+    con = store.connect(db, read_only=False)
+    for name, value in constants.items():
+        con.execute("update serving_constants set value = ? where constant = ?", [value, name])
+    for row in deployments:
+        row = dict(row)
+        store.insert_deployments(con, [row], like=row.pop("like"))
+    con.close()
+    return db
+
+
+def _case(**kw) -> dict:
+    base = dict(
+        serving_case="t",
+        model="Meta-Llama-3.1-8B",
+        deployment="1xH200-single",
+        framework="vllm",
+        version="0.12.0",
+        isl=3000,
+        osl=101,
+        concurrency=10,
+        acceptance_rate=None,
+    )
+    return {**base, **kw}
+
+
+SOL = dict(
+    compute_efficiency=1.0,
+    memory_efficiency=1.0,
+    comm_efficiency=1.0,
+    comm_latency_s=0.0,
+    kernel_floor_s=0.0,
+    moe_efficiency=1.0,
+    step_overhead_s=0.0,
+    request_overhead_s=0.0,
+    first_wave_share=1.0,
+)
+
+
+@pytest.fixture(scope="module")
+def llama(store_of):
+    return store_of("Meta-Llama-3.1-8B")
+
+
+def test_ifb_step_mix_by_hand(llama, tmp_path):
+    """vLLM 0.12.0 on one H200 (141 GB >= 70 GiB: token budget 8192, mixed steps), isl 3000,
+    osl 101, 10 clients, every constant at the speed of light and the first wave only."""
+    db = _copy(llama, tmp_path, SOL)
+    (row,) = serving.estimate(db, [_case()]).to_pylist()
+    # one prefill step holds min(10, 8192 // 3000) = 2 whole prompts (3000 <= 8192: one chunk)
+    assert (row["max_batched_tokens"], row["chunk"], row["chunks"], row["step_requests"]) == (8192, 3000, 1, 2)
+    # 10 requests → ceil(10 / 2) = 5 prefill groups; a request's mean group index is
+    # (2·(1+2+3+4) + 2·5) / 10 = (20 + 10) / 10 = 3.0
+    assert row["prefill_groups"] == 5
+    assert row["mean_group"] == pytest.approx(3.0)
+    # decode batch 10 padded to the CUDA-graph size 16 (multiples of 8 above 8); mean decode
+    # context 3000 + 101 // 2 = 3050; the prefill step ends its prompts at 3000
+    assert row["prefill_workload"] == "serve:prefill:b2:s3000:c3000"
+    assert row["decode_workload"] == "serve:decode:b16:s1:c3050"
+    # at SOL the steps are step_sol's time of those workloads
+    con = store.connect(db, read_only=False)
+    store.insert_rows(
+        con,
+        "workloads",
+        [
+            dict(workload="p", phase="prefill", batch=2, new_tokens=3000, context=3000),
+            dict(workload="d", phase="decode", batch=16, new_tokens=1, context=3050),
+        ],
+    )
+    sol = dict(
+        con.execute(
+            "select workload, time_s from step_sol where model = 'Meta-Llama-3.1-8B' "
+            "and deployment = '1xH200-single' and workload in ('p', 'd')"
+        ).fetchall()
+    )
+    con.close()
+    tp, td = row["prefill_step_s"], row["decode_step_s"]
+    assert tp == pytest.approx(sol["p"], rel=1e-9)
+    assert td == pytest.approx(sol["d"], rel=1e-9)
+    # TTFT: the prefill steps up to the request's own group, 1 chunk · tp · 3.0
+    assert row["ttft_s"] == pytest.approx(3.0 * tp, rel=1e-9)
+    # TPOT (mixed steps): the 5 - 3 = 2 later groups' prefill steps are shared with the
+    # request's decodes (one token each), the other 100 - 2 = 98 tokens take a decode step
+    assert row["stall_steps"] == pytest.approx(2.0)
+    assert row["tpot_s"] == pytest.approx((2 * tp + 98 * td) / 100, rel=1e-9)
+
+
+def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
+    """The same case with fitted-looking constants: efficiencies, a kernel floor, a step and a
+    request overhead and a first-wave share of 1/4 (the rest of the requests in the steady,
+    spread-out schedule)."""
+    constants = dict(
+        SOL,
+        compute_efficiency=0.5,
+        memory_efficiency=0.8,
+        kernel_floor_s=20e-6,
+        step_overhead_s=0.002,
+        request_overhead_s=0.01,
+        first_wave_share=0.25,
+    )
+    db = _copy(llama, tmp_path, constants)
+    (row,) = serving.estimate(db, [_case()]).to_pylist()
+    # each step: every op at max(compute / 0.5, memory / 0.8, comm / 1, launches · 20 µs) plus
+    # 2 ms, an op launched once per instance (32 layers for a decoder node of this dense model,
+    # base_instances.count) unless it does no work
+    con = store.connect(db, read_only=False)
+    store.insert_rows(
+        con,
+        "workloads",
+        [
+            dict(workload="p", phase="prefill", batch=2, new_tokens=3000, context=3000),
+            dict(workload="d", phase="decode", batch=16, new_tokens=1, context=3050),
+        ],
+    )
+    steps = dict(
+        con.execute(
+            "select o.workload, sum(greatest(coalesce(o.compute_s, 0) / 0.5, o.memory_s / 0.8, o.comm_s, "
+            "case when o.time_s > 0 then i.count * 20e-6 else 0 end)) + 0.002 "
+            "from op_sol as o join base_instances as i using (model, uid) "
+            "where o.model = 'Meta-Llama-3.1-8B' and o.deployment = '1xH200-single' and o.workload in ('p', 'd') "
+            "group by o.workload"
+        ).fetchall()
+    )
+    con.close()
+    tp, td = steps["p"], steps["d"]
+    assert row["prefill_step_s"] == pytest.approx(tp, rel=1e-9)
+    assert row["decode_step_s"] == pytest.approx(td, rel=1e-9)
+    # a prompt token costs (tp - 2 ms) / (2 · 3000) in a full prefill step
+    b = (tp - 0.002) / 6000
+    # steady: a request lives 1 prefill + 100 decode steps, so 10 / 101 prompts arrive per
+    # step, each 3000 tokens: the mean step is td + (10 / 101) · 3000 · b
+    step = td + 10 / 101 * 3000 * b
+    steady_ttft = step / 2 + 1 * (td + 3000 * b)  # half a step of waiting, then its own mixed step
+    steady_tpot = step
+    wave_ttft = 3.0 * tp
+    wave_tpot = (2 * tp + 98 * td) / 100
+    assert row["ttft_s"] == pytest.approx(0.01 + 0.25 * wave_ttft + 0.75 * steady_ttft, rel=1e-9)
+    assert row["tpot_s"] == pytest.approx(0.25 * wave_tpot + 0.75 * steady_tpot, rel=1e-9)
+
+
+def test_sglang_stalls_decodes_for_prefill(llama, tmp_path):
+    """SGLang (no mixed steps): a request's decodes wait for the later groups' prefill steps."""
+    db = _copy(llama, tmp_path, SOL)
+    (row,) = serving.estimate(db, [_case(framework="sglang", version="0.5.9")]).to_pylist()
+    # H200 (141 GB): chunked_prefill_size 8192 → the same 2 prompts per step, 5 groups
+    assert (row["step_requests"], row["prefill_groups"], row["mixed_steps"]) == (2, 5, False)
+    tp, td = row["prefill_step_s"], row["decode_step_s"]
+    # every one of its 100 later tokens takes a decode step, plus 2 stalled prefill steps
+    assert row["tpot_s"] == pytest.approx((2 * tp + 100 * td) / 100, rel=1e-9)
+
+
+def test_long_prompt_is_chunked(llama, tmp_path):
+    """vLLM chunks a 20000-token prompt into ceil(20000 / 8192) = 3 chunks of 8192; the mean
+    chunk ends at (20000 + 8192) / 2 = 14096 tokens."""
+    db = _copy(llama, tmp_path, SOL)
+    (row,) = serving.estimate(db, [_case(isl=20000, concurrency=1)]).to_pylist()
+    assert (row["chunk"], row["chunks"], row["step_requests"]) == (8192, 3, 1)
+    assert row["prefill_workload"] == "serve:prefill:b1:s8192:c14096"
+    assert row["ttft_s"] == pytest.approx(3 * row["prefill_step_s"], rel=1e-9)
+
+
+def test_mtp_tpot_divides_by_accepted_tokens(store_of, tmp_path):
+    """DeepSeek-V3 with 2 MTP draft tokens at acceptance 0.5: a decode step verifies 1 + 2
+    tokens (its k = 2 draft forwards priced by op_sol) and yields 1 + 0.5 + 0.25 = 1.75."""
+    like = "8xH200-tp8-ep8-wnative"
+    db = _copy(
+        store_of("DeepSeek-V3"),
+        tmp_path,
+        SOL,
+        [{"deployment": "mtp2", "speculative_tokens": 2, "like": like}],
+    )
+    cases = [
+        _case(serving_case="mtp", model="DeepSeek-V3", deployment="mtp2", concurrency=1, acceptance_rate=0.5),
+        _case(serving_case="plain", model="DeepSeek-V3", deployment=like, concurrency=1),
+    ]
+    mtp, plain = sorted(serving.estimate(db, cases).to_pylist(), key=lambda r: r["serving_case"])
+    assert mtp["decode_workload"].endswith(":s3:c3050") and plain["decode_workload"].endswith(":s1:c3050")
+    assert mtp["tokens_per_decode_step"] == pytest.approx(1.75)
+    # one request: one prefill group, no stall; every later token is a verify step / 1.75
+    assert mtp["tpot_s"] == pytest.approx(mtp["decode_step_s"] / 1.75, rel=1e-9)
+    # the verify step (3 tokens + 2 draft forwards) costs more than a plain step, less than 3
+    assert plain["decode_step_s"] < mtp["decode_step_s"] < 3 * plain["decode_step_s"]
+    # (at speed of light and batch 1 the verify step reads up to 3 × 8 routed experts per MoE
+    # layer instead of 8, so MTP does not pay off here: TPOT 1.45 ms against 1.22 ms)
+
+
+def test_framework_facts_are_sourced_and_cover_the_measured_versions():
+    facts = serving_frameworks_table(SERVING_DIR).to_pylist()
+    assert all(r["source"] and "/" in r["source"] for r in facts)
+    known = {(r["framework"], r["version"]) for r in facts}
+    with SILICON.open(newline="") as f:
+        recorded = {(r["backend"], r["backend_version"]) for r in csv.DictReader(f) if r["backend_version"]}
+    # every recorded version has facts but TRT-LLM's 'gpt-oss-dev' build, which names none
+    assert recorded - known == {("trtllm", "gpt-oss-dev")}
+    names = {(r["constant"], r["applies_to"]) for r in serving_constants_table(SERVING_DIR).to_pylist()}
+    assert {("step_overhead_s", f) for f in ("sglang", "vllm", "trtllm")} <= names
+
+
+def test_a_facts_row_without_source_is_located(tmp_path):
+    text = (SERVING_DIR / "frameworks.csv").read_text().splitlines()
+    head, first = text[0], text[1]
+    (tmp_path / "frameworks.csv").write_text(head + "\n" + first.rsplit(',"', 1)[0] + ",\n")
+    with pytest.raises(SpecError, match=r"frameworks.csv:2: a row without a source"):
+        serving_frameworks_table(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(version="9.9"), r"(?s)no serving facts for vllm version '9.9'.*known versions: 0.11.2"),
+        (dict(framework="vlm"), r"(?s)no serving facts for framework 'vlm'.*did you mean 'vllm'"),
+        (dict(model="Llama-9"), r"model 'Llama-9' is not in the store"),
+        (dict(deployment="1xH200-singel"), r"(?s)no deployment '1xH200-singel'.*did you mean '1xH200-single'"),
+        (dict(osl=0), r"osl must be an integer in 1 .. 2\^24"),
+        (dict(acceptance_rate=1.5), r"acceptance_rate must be in \[0, 1\]"),
+    ],
+)
+def test_what_cannot_be_expressed_is_named(llama, change, message):
+    with pytest.raises(QueryError, match=message):
+        serving.estimate(llama, [_case(**change)])
+
+
+def test_a_gpu_without_serving_constants_is_named(llama, tmp_path):
+    """MI300X has no GPU generation in gpu_generations.csv, so no fitted constants: refused."""
+    db = _copy(llama, tmp_path, {}, [{"deployment": "mi300x", "gpu": "MI300X", "like": "1xH200-single"}])
+    with pytest.raises(QueryError, match=r"GPU 'MI300X' has no serving constants"):
+        serving.estimate(db, [_case(deployment="mi300x")])
+
+
+def test_cli_serve_estimate(llama):
+    runner = CliRunner()
+    args = ["--db", str(llama), "serve-estimate", "Meta-Llama-3.1-8B", "--deployment", "1xH200-single"]
+    args += ["--isl", "1024", "--osl", "128", "--concurrency", "1,8"]
+    result = runner.invoke(cli, [*args, "--framework", "vllm@0.12.0", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(result.output.splitlines()))
+    assert [int(r["concurrency"]) for r in rows] == [1, 8]
+    assert float(rows[1]["ttft_s"]) > float(rows[0]["ttft_s"]) > 0
+    bad = runner.invoke(cli, [*args, "--framework", "vllm@0.0.1"])
+    assert bad.exit_code == 2
+    assert "no serving facts for vllm version '0.0.1'" in bad.output and "Traceback" not in bad.output
+    # the API gives the same rows
+    table = api.serve_estimate(
+        "Meta-Llama-3.1-8B", "1xH200-single", "vllm@0.12.0", isl=1024, osl=128, concurrency=[1, 8], db=llama
+    )
+    assert table.column("ttft_s").to_pylist() == pytest.approx([float(r["ttft_s"]) for r in rows])
