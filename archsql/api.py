@@ -298,6 +298,9 @@ def _allow_reads(con, db: Path) -> None:
     """Admit the registered folders to a connection that is about to disable file access."""
     if not _READABLE_DIRS:
         return
+    (enabled,) = con.execute("select current_setting('enable_external_access')").fetchone()
+    if not enabled:  # another connection of this process to the store locked its instance down
+        return  # already, with these folders (DuckDB shares one instance per file and process)
     folders = ", ".join("'" + str(f(db)).replace("'", "''") + "/'" for f in _READABLE_DIRS)
     con.execute(f"set allowed_directories = [{folders}]")
 

@@ -72,6 +72,19 @@ BAD_CSV = (
 )
 
 
+def test_queries_while_another_connection_holds_the_store(db):
+    """DuckDB shares one instance per file and process: the first query locks it down
+    (no file access), and a second query while another connection keeps the instance alive
+    failed with "Cannot change allowed_directories when enable_external_access is disabled"."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True):
+        for _ in range(2):
+            assert rows(db, "select count(*) as n from kernel_corpus") == [{"n": 0}]
+        with pytest.raises(UnsafeSQLError):
+            rows(db, "select * from read_csv('/etc/passwd')")
+
+
 def test_bad_rows_are_rejected_with_line_and_reason_good_rows_kept(db, tmp_path):
     path = write(tmp_path / "sweep.csv", *BAD_CSV)
     rejects = tmp_path / "rejects.csv"

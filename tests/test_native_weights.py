@@ -187,6 +187,6 @@ def test_sweep_weights_native(db, tmp_path):
         args = ["sweep", model, "--count", "1", "--weights", "native", "--batch", "1", "--context", "8k"]
         result = CliRunner().invoke(cli, ["--db", str(store), *args, "--format", "csv"])
         assert result.exit_code == 0, result.output
-        (row,) = list(csv.DictReader(io.StringIO(result.output)))
+        (row,) = list(csv.DictReader(io.StringIO(result.stdout)))  # (stderr names the dropped layouts)
         assert row["weight_profile"] == "native" and row["weight_dtype"] == ""
         assert float(row["weight_bytes"]) == bytes_

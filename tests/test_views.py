@@ -666,16 +666,24 @@ def test_write_store_names_the_repeated_key(tmp_path):
     assert not (tmp_path / "s.duckdb").exists()  # refused before the store is opened
 
 
-def test_a_store_of_the_old_deployments_layout_says_to_rebuild(tmp_path):
+def test_a_store_of_the_old_deployments_layout_says_to_rebuild_and_the_build_migrates_it(tmp_path):
+    """The deployments table as archsql had it before the mesh rows (a `tp` column): a reader is
+    told to build (never to delete the file: the table is the user's), and the build keeps its
+    rows in the new layout, naming the column it dropped (tests/test_store_repair.py has the rest)."""
     import duckdb
 
     path = tmp_path / "old.duckdb"
     store.write_store(path, toy_tables())
     con = duckdb.connect(str(path))
     con.execute("alter table deployments add column tp bigint")
+    before = con.execute("select deployment from deployments order by 1").fetchall()
     con.close()
-    with pytest.raises(StoreError, match=r"table 'deployments' has columns .*delete the file and run `archsql build`"):
-        store.write_store(path, toy_tables())
+    with pytest.raises(StoreError, match=r"(?s)another table layout \(table 'deployments' has tp that this archsql"):
+        store.connect(path)
+    (note,) = store.write_store(path, toy_tables())
+    assert note.startswith("table 'deployments' has tp that this archsql does not use: its rows were copied")
+    with store.connect(path) as con:
+        assert con.execute("select deployment from deployments order by 1").fetchall() == before
 
 
 def test_missing_store(tmp_path):
