@@ -192,12 +192,8 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
                 default = _DEFAULTS[name]()
                 _check_keys(name, default, PARAMETER_KEYS[name])
                 _replace_table(con, name, default, exists=False, key=PARAMETER_KEYS[name])
-        for name, rows in _REFERENCE.items():  # from code: rewritten on every build
-            exists = name in existing
-            if exists and [r[0] for r in con.execute(f'describe "{name}"').fetchall()] != REFERENCE_TABLES[name].names:
-                con.execute(f'drop table "{name}"')  # an earlier archsql's layout
-                exists = False
-            _replace_table(con, name, rows(), exists=exists, key=REFERENCE_KEYS[name])
+        for name, rows in _REFERENCE.items():  # from code: rewritten on every build (another layout: dropped above)
+            _replace_table(con, name, rows(), exists=name in existing, key=REFERENCE_KEYS[name])
         for name, schema in CHECKPOINT_TABLES.items():  # filled by write_checkpoint
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)
@@ -1083,7 +1079,7 @@ def _bring_layouts_up_to_date(con, existing: set[str], models: list[str], path: 
     """Drop the rebuilt tables of another layout (written again by the caller) and migrate the
     kept ones (:mod:`archsql.store_layout`); refuse when the rewrite would leave a stored model
     without evaluated rows.  Returns the migration notes."""
-    if not existing & set(TABLES):
+    if not existing & {*TABLES, *REFERENCE_TABLES, *KEPT}:
         return []  # a new store
     notes = []
     drifted = drift(con)

@@ -162,3 +162,19 @@ def test_the_cli_says_what_it_repaired(db):
     result = CliRunner().invoke(cli, ["--db", str(db), "build", "Qwen3-0.6B"])
     assert result.exit_code == 0, result.output
     assert "repaired the store: evaluated again 1 model it holds (Meta-Llama-3.1-8B)" in " ".join(result.output.split())
+
+
+def test_a_reference_table_of_another_layout_is_written_again(db, answers):
+    """`fusion_rules` (written from code on every build) with a column an older archsql had:
+    readers are told to build, and the build writes it again in this layout, keeping every
+    model (no repair: the evaluated tables are sound)."""
+    with duckdb.connect(str(db)) as con:
+        con.execute("alter table fusion_rules add column legacy varchar")
+    with pytest.raises(StoreError, match=r"(?s)another table layout .*'fusion_rules' has legacy"):
+        connect(db)
+    report = api.build(["Qwen3-0.6B"], db=db)
+    assert report.repaired == () and report.notes == ()
+    with connect(db) as con:
+        assert "legacy" not in {c for (c, *_) in con.execute("describe fusion_rules").fetchall()}
+        assert con.execute("select count(*) from fusion_rules").fetchone()[0] > 0
+    assert _answers(db) == answers

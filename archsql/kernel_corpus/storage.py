@@ -23,7 +23,6 @@ store.  :func:`sync` registers partitions copied in from another corpus.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from datetime import UTC, datetime
@@ -76,9 +75,11 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
         con.execute(f"create or replace view kernel_corpus as {_partitions_sql(path)}")
         _replace(con, "kernel_op_kinds", op_kinds_table())
         _replace(con, "kernel_dtype_names", dtype_names_table())
-        if not _views_current(con):  # each reopen recreated every view: seconds per corpus operation
-            from archsql.views import create_macros, create_views
+        from archsql.views import create_macros, create_views, sources_current
 
+        # the model store's macros and the corpus's macros and views, recreated only when their
+        # files changed (each reopen recreated every view: seconds per corpus operation)
+        if not (sources_current(con, kinds=("macro",)) and sources_current(con, VIEWS_DIR)):
             create_macros(con)  # the model store's macros (window_pairs), which the kernel_* macros call
             create_views(con, VIEWS_DIR)
         con.commit()
@@ -87,34 +88,6 @@ def open_corpus(db: str | Path) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
-
-
-def _views_current(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the store holds the model store's macros and every corpus macro and view as
-    this archsql writes them: the md5 of each one's SQL recorded when it was created
-    (:func:`archsql.views.record_sources`) equals its file's now, and each view exists."""
-    from archsql.views import DERIVED_SCHEMA, SOURCES_TABLE, macro_files, view_files
-
-    def md5(text: str) -> str:
-        return hashlib.md5(text.encode()).hexdigest()
-
-    want = {("view", f.name): md5(f.sql) for f in view_files(VIEWS_DIR)}
-    for f in [*macro_files(), *macro_files(VIEWS_DIR)]:
-        want[("macro", f.name)] = md5(f.sql.rstrip().removesuffix(";"))
-    try:
-        have = {
-            (k, n): m
-            for k, n, m in con.execute(f"select kind, name, sql_md5 from {DERIVED_SCHEMA}.{SOURCES_TABLE}").fetchall()
-        }
-    except duckdb.CatalogException:
-        return False
-    views = {
-        name
-        for (name,) in con.execute(
-            "select view_name from duckdb_views() where database_name = current_database() and schema_name = 'main'"
-        ).fetchall()
-    }
-    return all(have.get(key) == m for key, m in want.items()) and all(n in views for k, n in want if k == "view")
 
 
 def connect_read_only(db: str | Path) -> duckdb.DuckDBPyConnection:

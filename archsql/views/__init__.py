@@ -125,7 +125,7 @@ def create_macros(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None =
     names = []
     sources: dict[str, str] = {}
     for f in macro_files(views_dir):
-        body = f.sql.rstrip().removesuffix(";")
+        body = _macro_body(f)
         try:
             if len(con.extract_statements(body)) != 1:
                 raise QueryError(
@@ -188,13 +188,47 @@ DERIVED_SCHEMA = "derived"
 SOURCES_TABLE = "sources"
 
 
+def _macro_body(f: MacroFile) -> str:
+    return f.sql.rstrip().removesuffix(";")  # the statement run (and recorded) for a macro file
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def sources_current(
+    con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None, *, kinds: tuple[str, ...] = ("macro", "view")
+) -> bool:
+    """Whether the store holds the macros and/or views of ``views_dir`` as they would be created
+    from its files now: the md5 :func:`record_sources` recorded for each equals its file's, and
+    each view exists (then creating them again would change nothing)."""
+    want = {}
+    if "macro" in kinds:
+        want |= {("macro", f.name): _md5(_macro_body(f)) for f in macro_files(views_dir)}
+    if "view" in kinds:
+        want |= {("view", f.name): _md5(f.sql) for f in view_files(views_dir)}
+    db = '"' + con.execute("select current_database()").fetchall()[0][0].replace('"', '""') + '"'
+    try:
+        rows = con.execute(f"select kind, name, sql_md5 from {db}.{DERIVED_SCHEMA}.{SOURCES_TABLE}").fetchall()
+    except duckdb.CatalogException:
+        return False
+    have = {(k, n): m for k, n, m in rows}
+    views = {
+        name
+        for (name,) in con.execute(
+            "select view_name from duckdb_views() where database_name = current_database() and schema_name = 'main'"
+        ).fetchall()
+    }
+    return all(have.get(key) == m for key, m in want.items()) and all(n in views for k, n in want if k == "view")
+
+
 def record_sources(con: duckdb.DuckDBPyConnection, kind: str, sql: dict[str, str]) -> None:
     """Record the md5 of the SQL each view (``kind`` 'view') or macro was created from."""
     db = '"' + con.execute("select current_database()").fetchall()[0][0].replace('"', '""') + '"'
     table = f"{db}.{DERIVED_SCHEMA}.{SOURCES_TABLE}"
     con.execute(f"create schema if not exists {db}.{DERIVED_SCHEMA}")
     con.execute(f"create table if not exists {table} (kind varchar, name varchar, sql_md5 varchar)")
-    rows = [(kind, name, hashlib.md5(text.encode()).hexdigest()) for name, text in sql.items()]
+    rows = [(kind, name, _md5(text)) for name, text in sql.items()]
     con.execute(f"delete from {table} where kind = ? and name in (select unnest(?::varchar[]))", [kind, list(sql)])
     if rows:
         con.executemany(f"insert into {table} values (?, ?, ?)", rows)
