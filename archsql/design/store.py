@@ -278,18 +278,11 @@ def read(db: str | Path, name: str, params: Mapping[str, Any] | None = None) -> 
     return query(db, sql, params)
 
 
-_DESIGN_DISABLED_OPTIMIZERS = "projection_pullup"
-
-
 def query(db: str | Path, sql: str, params: Mapping[str, Any] | None = None) -> pa.Table:
     from archsql.store import connect
 
     con = connect(db, read_only=True)
     try:
-        # A design query reads many report views of a store of a few models: its time is
-        # DuckDB's optimizer, not execution, and the projection pull-up pass alone takes
-        # most of it (edit_ledger on two models: 16 s → 4.5 s without it, same rows).
-        con.execute(f"set disabled_optimizers = '{_DESIGN_DISABLED_OPTIMIZERS}'")
         return con.sql(sql, params=dict(params or {})).to_arrow_table()
     finally:
         con.close()
