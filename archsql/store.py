@@ -63,6 +63,7 @@ from archsql.views import (
     create_views,
     macro_files,
     ordered_views,
+    sources_current,
     view_files,
     view_graph,
     view_reads,
@@ -175,11 +176,16 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
 
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() and (models or params):
+        _copy_empty_store(path)  # a new store starts as the empty store: tables, views, macros
     con = _open(path, read_only=False)
     con.begin()
     try:
         existing = _table_names(con)
         notes = _bring_layouts_up_to_date(con, existing, models, path)  # reference tables: rewritten
+        # every table there before this write, none rewritten in another layout: the views bound
+        # to them stand, and need creating again only if their SQL is not the files' now
+        views_stand = existing >= _ALL_TABLES and sources_current(con)
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
         before = snapshot(con) if not params else Snapshot(False, {})  # a whole parameter table: all rows
@@ -198,7 +204,8 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)
         _record_meta(con, models)
-        create_views(con)
+        if not views_stand:
+            create_views(con)
         # the models' rows written (and the build record): their derived rows computed again,
         # unless a view, a reference table or anything else changed too (then all of them)
         refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
@@ -209,6 +216,62 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     finally:
         con.close()  # after commit or rollback
     return notes
+
+
+_ALL_TABLES = {*TABLES, *PARAMETER_TABLES, *_REFERENCE, *CHECKPOINT_TABLES}
+
+
+def _copy_empty_store(path: Path) -> None:
+    """Start a new store at ``path`` as a copy of the empty store (every table with its
+    default rows, no model; the macros and views created, the derived tables recorded):
+    creating ~100 views binds each one's chain of views, seconds that every new store would
+    otherwise pay.  The empty store is written once per content of what it holds (the archsql
+    version, the default parameter rows, the view and macro SQL) into the cache folder
+    (``$ARCHSQL_CACHE_DIR``, else ``$XDG_CACHE_HOME/archsql``, else ``~/.cache/archsql``); when
+    that folder cannot be written, the store is created in place as before.  The copy is
+    checked like any existing store by the write that follows (layouts, view sources)."""
+    import shutil
+    import tempfile
+
+    folder = _cache_folder()
+    try:
+        key = _empty_store_key()
+        template = folder / f"empty-store-{key}.duckdb"
+        if not template.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=folder) as scratch:
+                built = Path(scratch) / "empty.duckdb"
+                write_store(built, {})  # no model: creates it in place
+                if Path(f"{built}.wal").exists():  # not all in the file: not a store to copy
+                    raise OSError(f"{built}: DuckDB left a write-ahead log")
+                os.replace(built, template)  # atomic: a concurrent writer's copy is the same store
+        shutil.copyfile(template, path)
+    except OSError:
+        path.unlink(missing_ok=True)  # the write creates the store in place
+
+
+def _cache_folder() -> Path:
+    if os.environ.get("ARCHSQL_CACHE_DIR"):
+        return Path(os.environ["ARCHSQL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "archsql"
+
+
+def _empty_store_key() -> str:
+    """A digest of what an empty store holds that a later write keeps as it finds it: the
+    default parameter rows (written once, then the user's), the view and macro SQL, the table
+    layouts and the archsql and DuckDB versions (reference tables are rewritten by every write)."""
+    import pyarrow.ipc as ipc
+
+    digest = hashlib.md5(f"{__version__}|{duckdb.__version__}|{_DERIVED_FORMAT}|{contract_digest()}".encode())
+    for name in sorted(_DEFAULTS):
+        sink = pa.BufferOutputStream()
+        with ipc.new_stream(sink, PARAMETER_TABLES[name]) as writer:
+            writer.write_table(_conform(name, PARAMETER_TABLES[name], _DEFAULTS[name]()))
+        digest.update(name.encode() + sink.getvalue().to_pybytes())
+    for f in [*macro_files(), *view_files()]:
+        digest.update(f"{f.name}:{f.sql}".encode())
+    return digest.hexdigest()[:20]
 
 
 def repair_plan(db_path: str | Path, building: Iterable[str], catalog: Iterable[str]) -> list[str]:
@@ -231,52 +294,75 @@ def write_checkpoint(
     store and map it to the model (and storage profile) it is reconciled against; rows of the
     same checkpoint id are replaced.  Returns the checkpoint id.  ``refresh_derived=False``
     leaves the derived tables stale (reads go live, never stale) for a batch of writes that
-    :func:`refresh_store` follows once."""
-    table = _conform("checkpoint_tensors", CHECKPOINT_TABLES["checkpoint_tensors"], table)
-    ids = table.column("checkpoint").unique().to_pylist()
-    if len(ids) != 1:
-        raise StoreError(f"write_checkpoint takes the tensors of one checkpoint, got {len(ids)} checkpoint ids")
-    checkpoint = ids[0]
-    con = connect(db_path, read_only=False, derived=False)  # refreshed once, after the write
+    :func:`refresh_store` follows once (or write the batch with :func:`write_checkpoints`)."""
+    (checkpoint,) = write_checkpoints(db_path, [(table, model, profile)], refresh_derived=refresh_derived)
+    return checkpoint
+
+
+def write_checkpoints(
+    db_path: str | Path, checkpoints: Iterable[tuple[pa.Table, str, str]], *, refresh_derived: bool = True
+) -> list[str]:
+    """Load several checkpoints, each ``(checkpoint_tensors, model, profile)`` as
+    :func:`write_checkpoint` takes them, in one transaction: all of them or none, and the
+    derived rows of the models they map to (and mapped to before) computed once, after the
+    last.  Returns the checkpoint ids in order."""
+    con = connect(db_path, read_only=False, derived=False)  # refreshed once, after the writes
     before = snapshot(con)
     con.begin()
     try:
         known = {r[0] for r in con.execute("select model from models").fetchall()}
-        if model not in known:
-            raise StoreError(
-                f"model '{model}' is not in the store {db_path}",
-                [Issue("build it first: archsql build MODEL", hint=did_you_mean(model, known))],
-            )
-        rows = con.execute("select distinct profile from storage_tensors where model = ?", [model]).fetchall()
-        profiles = {r[0] for r in rows}
-        if profiles and profile not in profiles:
-            raise StoreError(
-                f"model '{model}' has no storage profile '{profile}' in the store",
-                [Issue(f"stored profiles: {', '.join(sorted(profiles))}", hint=did_you_mean(profile, profiles))],
-            )
         existing = _table_names(con)
         for name, schema in CHECKPOINT_TABLES.items():
             if name not in existing:
                 _replace_table(con, name, schema.empty_table(), exists=False)
-        mapped = [
-            r[0] for r in con.execute("select model from checkpoints where checkpoint = ?", [checkpoint]).fetchall()
-        ]
-        con.execute("delete from checkpoint_tensors where checkpoint = ?", [checkpoint])
-        con.execute("delete from checkpoints where checkpoint = ?", [checkpoint])
-        _insert_arrow(con, "checkpoint_tensors", table, create=False)
-        mapping = pa.Table.from_pylist(
-            [{"checkpoint": checkpoint, "model": model, "profile": profile}], schema=CHECKPOINT_TABLES["checkpoints"]
-        )
-        _insert_arrow(con, "checkpoints", mapping, create=False)
-        if refresh_derived:  # the rows of the model it maps to now, and of the one it mapped to before
-            refresh_changed(con, before, Change.of(CHECKPOINT_TABLES, model=[model, *mapped]))
+        ids: list[str] = []
+        touched: list[str] = []
+        for table, model, profile in checkpoints:
+            checkpoint, mapped = _write_one_checkpoint(con, db_path, known, table, model, profile)
+            ids.append(checkpoint)
+            touched += [model, *mapped]
+        if refresh_derived:  # the rows of the models they map to now, and of those they mapped to before
+            refresh_changed(con, before, Change.of(CHECKPOINT_TABLES, model=touched))
         con.commit()
     except BaseException:
         con.rollback()
         raise
     finally:
         con.close()
-    return checkpoint
+    return ids
+
+
+def _write_one_checkpoint(
+    con: duckdb.DuckDBPyConnection, db_path: str | Path, known: set[str], table: pa.Table, model: str, profile: str
+) -> tuple[str, list[str]]:
+    """Write one checkpoint's rows in the caller's transaction; (its id, the models it was
+    mapped to before)."""
+    table = _conform("checkpoint_tensors", CHECKPOINT_TABLES["checkpoint_tensors"], table)
+    ids = table.column("checkpoint").unique().to_pylist()
+    if len(ids) != 1:
+        raise StoreError(f"write_checkpoint takes the tensors of one checkpoint, got {len(ids)} checkpoint ids")
+    checkpoint = ids[0]
+    if model not in known:
+        raise StoreError(
+            f"model '{model}' is not in the store {db_path}",
+            [Issue("build it first: archsql build MODEL", hint=did_you_mean(model, known))],
+        )
+    rows = con.execute("select distinct profile from storage_tensors where model = ?", [model]).fetchall()
+    profiles = {r[0] for r in rows}
+    if profiles and profile not in profiles:
+        raise StoreError(
+            f"model '{model}' has no storage profile '{profile}' in the store",
+            [Issue(f"stored profiles: {', '.join(sorted(profiles))}", hint=did_you_mean(profile, profiles))],
+        )
+    mapped = [r[0] for r in con.execute("select model from checkpoints where checkpoint = ?", [checkpoint]).fetchall()]
+    con.execute("delete from checkpoint_tensors where checkpoint = ?", [checkpoint])
+    con.execute("delete from checkpoints where checkpoint = ?", [checkpoint])
+    _insert_arrow(con, "checkpoint_tensors", table, create=False)
+    mapping = pa.Table.from_pylist(
+        [{"checkpoint": checkpoint, "model": model, "profile": profile}], schema=CHECKPOINT_TABLES["checkpoints"]
+    )
+    _insert_arrow(con, "checkpoints", mapping, create=False)
+    return checkpoint, mapped
 
 
 def insert_deployments(

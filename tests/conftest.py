@@ -20,6 +20,19 @@ os.environ.setdefault("COLUMNS", "200")
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+def _run_folder(tmp_path_factory) -> Path:
+    """This test run's folder, shared by the xdist workers (above each worker's own)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_folder(tmp_path_factory):
+    """archsql's cache (the empty store a new store is copied from) in this run's folder: a
+    run never reads a cache another run (or the user) wrote."""
+    os.environ["ARCHSQL_CACHE_DIR"] = str(_run_folder(tmp_path_factory) / "archsql-cache")
+
+
 @pytest.fixture(scope="session")
 def store_of(tmp_path_factory):
     """``store_of(*models)``: the path of a store of those models (the whole catalog when none
@@ -28,10 +41,7 @@ def store_of(tmp_path_factory):
     and read the same file).  Read it, or copy it before writing."""
     from archsql.api import build
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the run's folder, above each worker's own
-    root = root / "shared-stores"
+    root = _run_folder(tmp_path_factory) / "shared-stores"
     root.mkdir(exist_ok=True)
 
     def store(*models: str) -> Path:

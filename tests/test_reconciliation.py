@@ -36,7 +36,7 @@ from archsql.errors import StoreError
 from archsql.ingest.checkpoint import to_table
 from archsql.ingest.safetensors_headers import FileTensors
 from archsql.publish_check import validate
-from archsql.store import connect, freshness, refresh_store, write_checkpoint
+from archsql.store import connect, freshness, write_checkpoint, write_checkpoints
 from tests.conftest import FIXTURES, load_inventory
 from tests.test_ingest_headers import write_header
 from tests.test_inventory_params import (
@@ -207,16 +207,17 @@ def reconciled_db(catalog_db, tmp_path_factory) -> Path:
     """The catalog store with the synthetic checkpoint of every model with an inventory."""
     db = tmp_path_factory.mktemp("reconcile") / "catalog.duckdb"
     shutil.copy(catalog_db, db)
-    for model in inventory_models():  # the derived tables computed once, after the last checkpoint
-        tensors = header_table(synthetic_tensors(inventory(model)), f"synthetic:{model}")
-        write_checkpoint(db, tensors, model=model, refresh_derived=False)
-    refresh_store(db)
+    # one transaction: the derived rows of the checkpointed models computed once, after the last
+    write_checkpoints(
+        db,
+        [(header_table(synthetic_tensors(inventory(m)), f"synthetic:{m}"), m, "native") for m in inventory_models()],
+    )
     return db
 
 
 @pytest.mark.parametrize("model", inventory_models())
 def test_inventory_checkpoint_reconciles(reconciled_db, model):
-    con = connect(reconciled_db)  # the derived rows (fresh after refresh_store): ms, not a live catalog query
+    con = connect(reconciled_db)  # the derived rows (fresh after write_checkpoints): ms, not a live catalog query
     assert freshness(con).fresh
     bad = con.execute(
         "select status, canonical_name, expected_dtype, actual_dtype, expected_shape, actual_shape "
