@@ -129,7 +129,9 @@ def _prepare(out: Path) -> None:
 
 
 def _sources(store: str | None = None) -> list[str]:
-    return list(dict.fromkeys(f.source for page in PAGES if store in (None, page.store) for f in page.figures))
+    return list(
+        dict.fromkeys(s for page in PAGES if store in (None, page.store) for f in page.figures for s in f.sources)
+    )
 
 
 def _run_sources(db: Path, store: str) -> dict[str, pa.Table]:
@@ -212,7 +214,7 @@ def _finite(v: Any) -> Any:
 
 
 def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[str]) -> int:
-    data = {f.source: by_model[f.source].get(model, []) for f in page.figures}
+    data = {s: by_model[s].get(model, []) for f in page.figures for s in f.sources}
     controls = {
         c: list(dict.fromkeys(r[c] for f in page.figures if c in f.filters for r in data[f.source] if c in r))
         for c in page.controls
@@ -228,6 +230,7 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
         "data": {name: _columnar(rows) for name, rows in data.items()},
         "specs": specs,
         "filters": {f.id: list(f.filters) for f in page.figures},
+        "sources": {f.id: list(f.sources) for f in page.figures if f.chart},
     }
     (out / data_file).write_text(
         "ARCHSQL.load(" + json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str) + ");\n",
@@ -252,7 +255,7 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
 def _spec(figure: Figure) -> dict[str, Any]:
     """A figure's Vega-Lite spec (the same on every model's page: made once)."""
     assert figure.chart is not None
-    return figure.chart(figure.source)
+    return figure.chart(*figure.sources)
 
 
 def _graph_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -90,9 +90,11 @@ def step_time(name: str) -> dict[str, Any]:
     return chart.resolve_scale(x="independent", y="independent").to_dict(validate=True)
 
 
-def roofline(name: str) -> dict[str, Any]:
-    return _spec(
-        alt.Chart(alt.NamedData(name))
+def roofline(name: str, roofs: str | None = None) -> dict[str, Any]:
+    """Each op kind at its intensity and attained FLOP/s; with ``roofs`` (the rows of
+    site_roofline_roofs) the GPU's HBM roof and compute peaks drawn as lines under them."""
+    points = (
+        alt.Chart()
         .mark_point(filled=True, size=80)
         .encode(
             x=alt.X("arithmetic_intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)"),
@@ -109,6 +111,36 @@ def roofline(name: str) -> dict[str, Any]:
                 alt.Tooltip("peak_flops_per_s:Q", format=".3e"),
             ],
         )
+    )
+    if roofs is None:
+        return _spec(points.properties(data=alt.NamedData(name)))
+    lines = (
+        alt.Chart(alt.NamedData(roofs))
+        .mark_line(color="#888", strokeDash=[4, 3])
+        .encode(
+            x="arithmetic_intensity:Q",
+            y="flops_per_s:Q",
+            detail="roof:N",
+            order="point:O",
+            tooltip=[
+                "roof:N",
+                "gpu:N",
+                alt.Tooltip("peak_flops_per_s:Q", format=".3e"),
+                alt.Tooltip("hbm_bytes_per_s:Q", format=".3e"),
+                alt.Tooltip("ridge:Q", format=".3g", title="ridge (FLOP/byte)"),
+            ],
+        )
+    )
+    labels = (
+        alt.Chart(alt.NamedData(roofs))
+        .transform_filter("datum.point == 3")
+        .mark_text(align="right", dy=-7, fontSize=10, color="#555")
+        .encode(x="arithmetic_intensity:Q", y="flops_per_s:Q", text="roof:N")
+    )
+    return (
+        alt.layer(lines, labels, points, data=alt.NamedData(name))
+        .properties(width=WIDTH, height=HEIGHT)
+        .to_dict(validate=True)
     )
 
 

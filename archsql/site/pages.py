@@ -35,6 +35,11 @@ class Figure:
     columns: tuple[Column, ...] = ()  # a table when given
     filters: tuple[str, ...] = ()  # page controls whose field filters this figure's rows
     note: str = ""
+    also: tuple[str, ...] = ()  # more saved queries the chart draws (their rows filtered like `source`'s)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return (self.source, *self.also)
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,16 @@ DEPLOY = Page(
             "The store has no per-device memory rows for this model on this deployment.",
             chart=charts.device_memory,
             filters=("deployment",),
+            columns=(
+                Column("workload", "workload"),
+                Column("stage", "stage", "human"),
+                Column("batch", "batch", "human"),
+                Column("context", "context", "human"),
+                Column("part", "part"),
+                Column("bytes", "bytes", "bytes"),
+                Column("usable_bytes", "usable", "bytes"),
+                Column("fits", "fits"),
+            ),
         ),
         Figure(
             "step_time",
@@ -159,6 +174,13 @@ DEPLOY = Page(
             "The store has no speed-of-light rows for this model on this deployment.",
             chart=charts.step_time,
             filters=("deployment",),
+            columns=(
+                Column("workload", "workload"),
+                Column("phase", "phase"),
+                Column("bound", "bound by"),
+                Column("ops", "ops", "human"),
+                Column("time_s", "time", "seconds"),
+            ),
         ),
         Figure(
             "roofline",
@@ -167,6 +189,19 @@ DEPLOY = Page(
             "The store has no op rows with FLOPs and bytes for this model, deployment and workload.",
             chart=charts.roofline,
             filters=("deployment", "workload"),
+            also=("site_roofline_roofs",),
+            columns=(
+                Column("phase", "phase"),
+                Column("op", "op"),
+                Column("bound", "bound by"),
+                Column("flops", "FLOPs", "human"),
+                Column("bytes", "bytes", "bytes"),
+                Column("arithmetic_intensity", "FLOP / byte", "human"),
+                Column("flops_per_s", "attained FLOP/s", "human"),
+                Column("peak_flops_per_s", "peak FLOP/s", "human"),
+            ),
+            note="Dashed: the GPU's roofs (gpus table): HBM bandwidth × intensity up to the peak of each math dtype "
+            "the ops use (site_roofline_roofs).",
         ),
         Figure(
             "max_batch",
@@ -176,6 +211,11 @@ DEPLOY = Page(
             "workloads), so there is no max batch to plot.",
             chart=charts.max_batch,
             filters=("deployment",),
+            columns=(
+                Column("context", "context", "human"),
+                Column("max_batch", "max batch", "human"),
+                Column("limited_by", "limited by"),
+            ),
         ),
         Figure(
             "pareto",
@@ -183,6 +223,14 @@ DEPLOY = Page(
             "site_pareto",
             "No decode step of this model fits on any deployment in the store, so there is no throughput to plot.",
             chart=charts.pareto,
+            columns=(
+                Column("deployment", "deployment"),
+                Column("workload", "workload"),
+                Column("gpus", "GPUs", "human"),
+                Column("tokens_per_s_per_user", "tokens/s per user", "human"),
+                Column("tokens_per_s_per_gpu", "tokens/s per GPU", "human"),
+                Column("on_frontier", "on the frontier"),
+            ),
             note="Every stored deployment × decode workload that fits; the frontier's points are labelled.",
         ),
     ),

@@ -2,7 +2,7 @@
 // Numbers are never computed here: rows are shown as the saved queries returned them.
 "use strict";
 window.ARCHSQL = {
-  data: {}, specs: {}, filters: {}, views: {}, ready: false, renders: 0,
+  data: {}, specs: {}, filters: {}, sources: {}, views: {}, ready: false, renders: 0,
 
   load(payload) {
     for (const [name, t] of Object.entries(payload.data)) {
@@ -10,6 +10,7 @@ window.ARCHSQL = {
     }
     Object.assign(this.specs, payload.specs);
     Object.assign(this.filters, payload.filters);
+    Object.assign(this.sources, payload.sources || {});
     const start = () => this.start();
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
     else start();
@@ -69,15 +70,19 @@ window.ARCHSQL = {
       const spec = this.specs[id];
       const name = spec.data.name;
       const fields = this.filters[id] || [];
-      const rows = (this.data[name] || []).filter((r) =>
+      const shown = (n) => (this.data[n] || []).filter((r) =>
         this.keep(r, controls, fields) && (models === null || !("model" in r) || models.has(r.model)));
+      const rows = shown(name);
       const section = el.closest(".figure");
       section.querySelector(".empty").hidden = rows.length > 0;
       el.hidden = rows.length === 0;
       el.dataset.rows = String(rows.length);
       if (this.views[id]) { this.views[id].finalize(); delete this.views[id]; }
       if (rows.length === 0) { el.replaceChildren(); return; } // the page's sentence says why
-      const full = Object.assign({}, spec, { datasets: { [name]: rows } });
+      // the chart's first dataset decides whether it is drawn; the others (roofs) come along
+      const datasets = { [name]: rows };
+      for (const other of this.sources[id] || []) if (other !== name) datasets[other] = shown(other);
+      const full = Object.assign({}, spec, { datasets });
       jobs.push(vegaEmbed(el, full, { actions: false, renderer: "svg" }).then((result) => {
         if (generation === this.generation) this.views[id] = result.view;
         else result.view.finalize(); // a later filter change drew this chart again
