@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -504,3 +505,154 @@ def test_page_data_are_the_query_rows(site, site_db):
     expected = rows_of("site_gallery", site_db)
     assert [list(r) for r in rows] == [list(r) for r in expected]
     assert same([list(r.values()) for r in rows], [list(r.values()) for r in expected])
+
+
+# ---------------------------------------------------------------------------- roofline roofs
+
+
+def test_roofline_roofs_are_the_gpu_peaks(site_db):
+    """H200 SXM in archsql/gpus/gpus.csv: 4.8 TB/s HBM, 989 dense bf16 TFLOP/s, so the ridge is
+    989e12 / 4.8e12 = 206.04 FLOP/byte.  Each roof is three points (memory roof's left end, the
+    ridge, the compute roof's right end) and every op point lies on or under its roof."""
+    model, deployment = "Meta-Llama-3.1-8B", "8xH200-tp8"
+    roofs = [r for r in rows_of("site_roofline_roofs", site_db, model) if r["deployment"] == deployment]
+    bf16 = [r for r in roofs if r["roof"] == "bf16 roof"]
+    assert bf16 and {r["point"] for r in bf16} == {1, 2, 3}
+    ridge = next(r for r in bf16 if r["point"] == 2)
+    assert math.isclose(ridge["arithmetic_intensity"], 989e12 / 4.8e12) and ridge["flops_per_s"] == 989e12
+    for r in bf16:
+        assert math.isclose(r["flops_per_s"], min(989e12, 4.8e12 * r["arithmetic_intensity"]))
+    spans: dict[str, list[float]] = {}
+    for r in roofs:
+        spans.setdefault(r["workload"], []).append(r["arithmetic_intensity"])
+    points = [r for r in rows_of("site_roofline", site_db, model) if r["deployment"] == deployment]
+    assert {p["workload"] for p in points} == set(spans)
+    for p in points:  # attained ≤ min(peak, bandwidth × intensity), and inside the drawn span
+        assert p["flops_per_s"] <= min(p["peak_flops_per_s"] or 989e12, 4.8e12 * p["arithmetic_intensity"]) * (1 + 1e-9)
+        assert min(spans[p["workload"]]) < p["arithmetic_intensity"] < max(spans[p["workload"]])
+
+
+def test_explorer_draws_the_roofs_of_the_selected_workload(browser, site, site_db):
+    model = "Meta-Llama-3.1-8B"
+    page = Page(browser, url(site, f"deploy/{slug(model)}.html"))
+    deployment, workload = page.page.input_value("#filter-deployment"), page.page.input_value("#filter-workload")
+    drawn = page.page.evaluate("() => ARCHSQL.views.roofline.data('site_roofline_roofs')")
+    cols = ("roof", "point", "arithmetic_intensity", "flops_per_s")
+    expected = [
+        r
+        for r in rows_of("site_roofline_roofs", site_db, model)
+        if r["deployment"] == deployment and r["workload"] == workload
+    ]
+    assert len(expected) >= 3 and same(sorted(key(r, *cols) for r in drawn), sorted(key(r, *cols) for r in expected))
+    page.close()
+
+
+# ---------------------------------------------------------------------------- archsql report
+
+REPORT = ("Meta-Llama-3.1-8B", "8xH200-tp8")
+
+
+@pytest.fixture(scope="module")
+def report_html(site_db, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "llama.html"
+    args = ["--db", str(site_db), "report", REPORT[0], "--deployment", REPORT[1], "--format", "html", "--out"]
+    result = CliRunner().invoke(cli, [*args, str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"wrote the html report of {REPORT[0]} on {REPORT[1]} to {out}" in result.output
+    return out
+
+
+def report_expected(site_db: Path, figure, workload: str) -> list[dict]:
+    """The rows the explorer shows for the report's deployment (and workload, where filtered)."""
+    rows = rows_of(figure.source, site_db, REPORT[0])
+    chosen = {"deployment": REPORT[1], "workload": workload}
+    return [r for r in rows if all(r[f] == chosen[f] for f in figure.filters)]
+
+
+@pytest.mark.parametrize(
+    "args, message, hint",
+    [
+        (["Llama-3.1-8B", "-d", "8xH200-tp8"], "model 'Llama-3.1-8B' is not in the store", "Meta-Llama-3.1-8B"),
+        (["Meta-Llama-3.1-8B", "-d", "8xH200-tp"], "deployment '8xH200-tp' is not in the store", "8xH200-tp8"),
+        (["Meta-Llama-3.1-8B", "-d", "8xH200-tp8", "-w", "decode_b1_c2"], "workload 'decode_b1_c2'", "decode_b1_c2k"),
+    ],
+)
+def test_report_unknown_names_are_located(site_db, tmp_path, args, message, hint):
+    result = CliRunner().invoke(cli, ["--db", str(site_db), "report", *args, "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and f"did you mean '{hint}'?" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "r.html").exists()
+
+
+def test_report_html_is_one_file_showing_the_query_rows(browser, report_html, site_db):
+    """No file or network is fetched (every request other than the page itself is aborted and
+    counted); the charts plot and the tables show the explorer's rows for the deployment."""
+    from archsql.site.pages import DEPLOY
+
+    text = report_html.read_text()
+    assert "<script src=" not in text and '<link rel="stylesheet"' not in text
+    page = browser.new_page()
+    fetched: list[str] = []
+
+    def block(route):
+        if route.request.url != report_html.resolve().as_uri():
+            fetched.append(route.request.url)
+            return route.abort()
+        return route.continue_()
+
+    page.route("**/*", block)
+    wrapped = Page.__new__(Page)
+    wrapped.page, wrapped.messages = page, []
+    page.on("console", lambda m: wrapped.messages.append((m.type, m.text)))
+    page.on("pageerror", lambda e: wrapped.messages.append(("pageerror", str(e))))
+    page.goto(url(report_html.parent, report_html.name))
+    wrapped.wait(1)
+    assert fetched == [] and wrapped.errors() == []
+    workload = page.evaluate("() => document.getElementById('report-context').dataset.workload")
+    # without --workload the roofline's is the explorer's first for the deployment
+    roofline = [r for r in rows_of("site_roofline", site_db, REPORT[0]) if r["deployment"] == REPORT[1]]
+    assert workload == roofline[0]["workload"]
+    for figure in DEPLOY.figures:
+        expected = report_expected(site_db, figure, workload)
+        cols = tuple(c.name for c in figure.columns)
+        plotted = page.evaluate(
+            "(id) => ARCHSQL.views[id] ? ARCHSQL.views[id].data(ARCHSQL.specs[id].data.name) : []", figure.id
+        )
+        assert expected, figure.id  # every explorer figure has rows for Llama on 8×H200 tp8
+        assert same(sorted(key(r, *cols) for r in plotted), sorted(key(r, *cols) for r in expected)), figure.id
+        cells = wrapped.cells(f"table-{figure.id}")
+        assert same(sorted(tuple(c[n][0] for n in cols) for c in cells), sorted(key(r, *cols) for r in expected))
+    page.close()
+
+
+def test_report_md_has_the_tables_and_svg_charts(site_db, tmp_path):
+    from archsql.site.pages import DEPLOY
+
+    out = tmp_path / "llama.md"
+    args = ["--db", str(site_db), "report", *REPORT[:1], "-d", REPORT[1], "--workload", "decode_b64_c8k"]
+    result = CliRunner().invoke(cli, [*args, "--format", "md", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "roofline at workload **decode_b64_c8k**" in text
+    for figure in DEPLOY.figures:
+        svg = tmp_path / "llama_files" / f"{figure.id}.svg"
+        assert f"![{figure.title}](llama_files/{figure.id}.svg)" in text and svg.read_text().startswith("<svg")
+        section = text.split(f"## {figure.title}\n", 1)[1].split("\n## ", 1)[0]
+        table = [line for line in section.splitlines() if line.startswith("| ")]
+        expected = report_expected(site_db, figure, "decode_b64_c8k")
+        assert len(table) == 2 + len(expected), figure.id  # header, alignment, one line per row
+        first = [show(expected[0][c.name], c) for c in figure.columns]
+        assert table[2] == "| " + " | ".join(first) + " | ", figure.id
+        assert queries.text(figure.source).splitlines()[0] in section  # its SQL
+
+
+def test_report_pdf_is_printed_by_chromium(site_db, tmp_path):
+    if chromium() is None:  # the same lookup as archsql.site.report.chromium
+        pytest.skip("no chromium on this machine (apt-get install chromium; .ci/run installs it)")
+    out = tmp_path / "llama.pdf"
+    args = ["--db", str(site_db), "report", REPORT[0], "-d", REPORT[1], "--format", "pdf", "-o", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    assert data.startswith(b"%PDF-") and f"archsql report: {REPORT[0]} on {REPORT[1]}".encode() in data
+    assert len(re.findall(rb"/Type\s*/Page(?![s\w])", data)) >= 2  # page objects: the tables run over pages

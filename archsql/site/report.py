@@ -229,6 +229,15 @@ def _render(template: str, **context: Any) -> str:
 
 
 def _print_pdf(browser: str | None, html: str, out: Path) -> None:
+    """Print in a thread of its own: playwright's sync API refuses a thread that runs an
+    asyncio loop (a notebook, or another sync_playwright session of the caller's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(_print_pdf_here, browser, html, out).result()
+
+
+def _print_pdf_here(browser: str | None, html: str, out: Path) -> None:
     try:
         from playwright.sync_api import Error, sync_playwright
     except ImportError:
