@@ -1,4 +1,4 @@
--- Roofline ceilings of every model × deployment × workload: the GPU's HBM roof (bandwidth × intensity) up to each compute peak its ops use, as line points.
+-- Roofline ceilings of every model × deployment: the GPU's HBM roof (bandwidth × intensity) up to each compute peak its ops use, as line points spanning every workload's ops.
 with
 ops as (
     select
@@ -16,18 +16,16 @@ spans as (
     select
         model,
         deployment,
-        workload,
         min(arithmetic_intensity) as lowest,
         max(arithmetic_intensity) as highest
     from ops
-    group by model, deployment, workload
+    group by model, deployment
 ),
 
 peaks as (
     select distinct
         model,
         deployment,
-        workload,
         math_dtype,
         peak_flops_per_s
     from ops
@@ -48,7 +46,6 @@ roofs as (
     select
         p.model,
         p.deployment,
-        p.workload,
         b.gpu,
         p.math_dtype,
         p.peak_flops_per_s,
@@ -57,7 +54,7 @@ roofs as (
         least(s.lowest, p.peak_flops_per_s / b.hbm_bytes_per_s) / 2 as left_end,
         greatest(s.highest, p.peak_flops_per_s / b.hbm_bytes_per_s) * 2 as right_end
     from peaks as p
-    inner join spans as s on s.model = p.model and s.deployment = p.deployment and s.workload = p.workload
+    inner join spans as s on s.model = p.model and s.deployment = p.deployment
     inner join bandwidths as b on b.deployment = p.deployment
 ),
 
@@ -74,7 +71,6 @@ points as (
 select
     model,
     deployment,
-    workload,
     gpu,
     math_dtype || ' roof' as roof,
     point,
@@ -84,4 +80,4 @@ select
     hbm_bytes_per_s,
     ridge
 from points
-order by model, deployment, workload, roof, point
+order by model, deployment, roof, point

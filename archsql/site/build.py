@@ -134,12 +134,43 @@ def _sources(store: str | None = None) -> list[str]:
     )
 
 
-def _run_sources(db: Path, store: str) -> dict[str, pa.Table]:
+def _needs(store: str) -> dict[str, str]:
+    """source -> the relation it needs that only some stores hold (the kernel corpus's)."""
+    return {s: f.needs for page in PAGES if page.store == store for f in page.figures if f.needs for s in f.sources}
+
+
+def relations(db: Path) -> set[str]:
+    """The tables and views of the store."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {
+            r[0]
+            for r in con.execute(
+                "select table_name from duckdb_tables() union select view_name from duckdb_views()"
+            ).fetchall()
+        }
+
+
+def _run_sources(
+    db: Path, store: str, names: Iterable[str] | None = None, model: str | None = None
+) -> dict[str, pa.Table]:
+    """The rows of each source of the pages of ``store`` (or of ``names``); with ``model``
+    only that model's rows of a saved query (its filter pushed into the query)."""
     from archsql.api import query
 
     out = {}
-    for name in _sources(store):
-        if name in queries.saved():
+    needs = _needs(store)
+    present = relations(db) if needs else set()
+    if present & set(needs.values()):
+        import archsql.kernel_corpus  # noqa: F401  (its query hook points kernel_corpus at the store's folder)
+    for name in names if names is not None else _sources(store):
+        if name in needs and needs[name] not in present:  # the figure says the store has none
+            out[name] = pa.table({})
+        elif name in queries.saved() and model is not None:
+            sql = queries.text(name).strip().rstrip(";")
+            out[name] = query(f"select * from (\n{sql}\n) where model = {_literal(model)}", db=db)
+        elif name in queries.saved():
             out[name] = queries.run(name, db=db)
         else:
             try:
@@ -153,6 +184,10 @@ def _run_sources(db: Path, store: str) -> dict[str, pa.Table]:
                     [Issue("write a comparison into it first: archsql compare SLOT -C … --store PATH")],
                 ) from None
     return out
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _empty_sources(store: str) -> dict[str, pa.Table]:

@@ -187,6 +187,69 @@ def pareto(name: str) -> dict[str, Any]:
     )
 
 
+def measured_vs_sol(name: str) -> dict[str, Any]:
+    """Measured time over speed of light per kernel, one mark per policy and framework (1: at SOL)."""
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .transform_calculate(measured_by="datum.policy + ': ' + datum.measured_with")
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("measured_over_sol:Q", scale=alt.Scale(type="log"), title="measured time / speed of light"),
+            y=alt.Y("uid:N", sort=alt.EncodingSortField("sol_s", order="descending"), title=None),
+            color=alt.Color("measured_by:N", title="measured with"),
+            tooltip=[
+                "uid:N",
+                "op_kind:N",
+                "measured_by:N",
+                "library_version:N",
+                "kernel:N",
+                alt.Tooltip("sol_s:Q", format=".3e"),
+                alt.Tooltip("measured_s:Q", format=".3e"),
+                alt.Tooltip("measured_over_sol:Q", format=".3g"),
+            ],
+        )
+    )
+
+
+def corpus_coverage(name: str) -> dict[str, Any]:
+    """One cell per op kind × library, one panel per GPU, shaded by the measurements it holds."""
+    cells = (
+        alt.Chart()
+        .mark_rect()
+        .encode(
+            x=alt.X("library:N", title="library"),
+            y=alt.Y("op_kind:N", title="op kind"),
+            color=alt.Color("measurements:Q", scale=alt.Scale(type="log"), title="measurements"),
+            tooltip=["op_kind:N", "gpu:N", "library:N", "measurements:Q", "library_versions:N", "kernels:Q"],
+        )
+        .properties(width=alt.Step(60), height=alt.Step(18))
+    )
+    return alt.FacetChart(data=alt.NamedData(name), spec=cells, facet=alt.Facet("gpu:N", title=None)).to_dict(
+        validate=True
+    )
+
+
+def corpus_efficiency(name: str) -> dict[str, Any]:
+    """Each kernel's lowest–highest share of the roofline as a bar, its median as a point."""
+    base = alt.Chart().transform_calculate(
+        label="datum.gpu + ' · ' + datum.library + ' ' + datum.library_version + ' · ' + datum.kernel"
+    )
+    y = alt.Y("label:N", title=None, sort=None)
+    span = base.mark_rule(strokeWidth=3, opacity=0.5).encode(
+        x=alt.X("lowest:Q", scale=alt.Scale(domain=[0, 1]), title="share of the roofline (roofline / measured time)"),
+        x2="highest:Q",
+        y=y,
+        color=alt.Color("op_kind:N", title="op kind"),
+    )
+    median = base.mark_point(filled=True, size=60).encode(
+        x="median:Q",
+        y=y,
+        color="op_kind:N",
+        tooltip=["label:N", "op_kind:N", "measurements:Q", "lowest:Q", "median:Q", "highest:Q"],
+    )
+    return alt.layer(span, median, data=alt.NamedData(name)).properties(width=WIDTH).to_dict(validate=True)
+
+
 def comparison(field: str, title: str):
     """A chart of one component_comparison column against context, one line per component
     (labelled 'component @ origin': one component may come from two models)."""

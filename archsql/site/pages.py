@@ -36,6 +36,7 @@ class Figure:
     filters: tuple[str, ...] = ()  # page controls whose field filters this figure's rows
     note: str = ""
     also: tuple[str, ...] = ()  # more saved queries the chart draws (their rows filtered like `source`'s)
+    needs: str = ""  # a relation only some stores hold (the kernel corpus's): without it the figure has no rows
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -142,6 +143,11 @@ INSPECTOR = Page(
     ),
 )
 
+NO_MEASURED = (
+    "The kernel corpus holds no measured kernel with the signature of any kernel of this step (this deployment "
+    "and workload), or the store has no corpus (`archsql corpus import …` adds one): the step is speed of light only."
+)
+
 DEPLOY = Page(
     slug="deploy",
     title="Deployment explorer",
@@ -204,6 +210,29 @@ DEPLOY = Page(
             "the ops use (site_roofline_roofs).",
         ),
         Figure(
+            "measured",
+            "Measured kernel time over speed of light",
+            "site_measured_vs_sol",
+            NO_MEASURED,
+            chart=charts.measured_vs_sol,
+            filters=("deployment", "workload"),
+            needs="measured_vs_sol",
+            note="Each kernel of the step the kernel corpus holds a measurement of the same signature for, under the "
+            "framework policy (each library's newest version holding it) and the envelope (fastest correct row).",
+            columns=(
+                Column("policy", "policy"),
+                Column("measured_with", "framework"),
+                Column("uid", "kernel (node)"),
+                Column("op_kind", "op kind"),
+                Column("launches", "launches", "human"),
+                Column("sol_s", "SOL", "seconds"),
+                Column("measured_s", "measured", "seconds"),
+                Column("measured_over_sol", "measured / SOL", "human"),
+                Column("library_version", "version"),
+                Column("kernel", "library kernel"),
+            ),
+        ),
+        Figure(
             "max_batch",
             "Max batch vs context",
             "site_max_batch",
@@ -235,6 +264,75 @@ DEPLOY = Page(
         ),
     ),
 )
+
+NO_CORPUS = (
+    "The store has no kernel corpus: `archsql corpus import aiconfigurator` (or `archsql corpus import FILE.csv`) "
+    "adds measured kernels."
+)
+
+CORPUS = Page(
+    slug="corpus",
+    title="Corpus browser",
+    intro="The kernel corpus of the store: what is measured (op kind × GPU × library), how close each kernel comes "
+    "to the roofline, and what the imports rejected and why.",
+    figures=(
+        Figure(
+            "coverage",
+            "Coverage: measurements per op kind × GPU × library",
+            "site_corpus_coverage",
+            NO_CORPUS,
+            chart=charts.corpus_coverage,
+            needs="kernel_measurements",
+            columns=(
+                Column("op_kind", "op kind"),
+                Column("family", "family"),
+                Column("gpu", "GPU"),
+                Column("library", "library"),
+                Column("measurements", "measurements", "human"),
+                Column("library_versions", "versions"),
+                Column("kernels", "kernels", "human"),
+            ),
+        ),
+        Figure(
+            "efficiency",
+            "Measured efficiency vs the roofline, per kernel",
+            "site_corpus_efficiency",
+            NO_CORPUS,
+            chart=charts.corpus_efficiency,
+            needs="kernel_measurements",
+            note="A measurement's share of the roofline is its largest utilization (MFU, MBU or link use): the roofline "
+            "time over the measured time. The work counts are lower bounds, so the shares are too.",
+            columns=(
+                Column("gpu", "GPU"),
+                Column("op_kind", "op kind"),
+                Column("library", "library"),
+                Column("library_version", "version"),
+                Column("kernel", "kernel"),
+                Column("measurements", "measurements", "human"),
+                Column("lowest", "lowest", "human"),
+                Column("median", "median", "human"),
+                Column("highest", "highest", "human"),
+            ),
+        ),
+        Figure(
+            "rejects",
+            "Rejected rows and why",
+            "site_corpus_rejects",
+            "No import rejected a row (or the store has no kernel corpus).",
+            needs="kernel_corpus_rejects",
+            columns=(
+                Column("source_key", "source"),
+                Column("op_kind", "op kind"),
+                Column("field", "field"),
+                Column("reason", "reason"),
+                Column("rows", "rows", "human"),
+                Column("first_location", "first at"),
+                Column("first_value", "value"),
+            ),
+        ),
+    ),
+)
+
 
 NO_DESIGN = (
     "No design store with a component comparison was given: run `archsql compare SLOT -C COMPONENT@MODEL … "
@@ -290,7 +388,7 @@ DESIGN = Page(
     ),
 )
 
-PAGES = (GALLERY, INSPECTOR, DEPLOY, DESIGN)
+PAGES = (GALLERY, INSPECTOR, DEPLOY, CORPUS, DESIGN)
 
 # The row order of a named view read whole (a saved query orders its own rows).
 VIEW_ORDER = {

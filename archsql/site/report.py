@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from archsql.errors import Issue, QueryError, StoreError, did_you_mean
-from archsql.site.build import HERE, _by_model, _columnar, _spec, show, slug, sql_of, vega_bundle
+from archsql.site.build import HERE, _by_model, _columnar, _run_sources, _spec, show, slug, sql_of, vega_bundle
 from archsql.site.pages import DEPLOY, Figure
 
 FORMATS = ("html", "md", "pdf")
@@ -48,10 +48,6 @@ def chromium() -> str | None:
     return None
 
 
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _names(db: Path, sql: str) -> list[str]:
     from archsql.api import query
 
@@ -70,8 +66,6 @@ def report_rows(
     """Each source's rows for the report (per figure: :func:`figure_rows`) and the roofline's
     workload; an unknown model, deployment or workload is a :class:`QueryError` naming the
     closest one."""
-    from archsql.api import query
-
     db = Path(db)
     if not db.is_file():
         raise StoreError(f"no store at {db}", [Issue("build one first: archsql build [MODELS] (or give --db PATH)")])
@@ -89,13 +83,9 @@ def report_rows(
             _names(db, "select workload from base_workloads"),
             "archsql workload list shows them; archsql workload add adds one",
         )
-    from archsql import queries
-
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for name in dict.fromkeys(s for f in DEPLOY.figures for s in f.sources):
-        sql = queries.text(name).strip().rstrip(";")
-        table = query(f"select * from (\n{sql}\n) where model = {_literal(model)}", db=db)
-        rows[name] = _by_model(table).get(model, [])
+    names = list(dict.fromkeys(s for f in DEPLOY.figures for s in f.sources))
+    tables = _run_sources(db, DEPLOY.store, names, model)
+    rows = {name: _by_model(table).get(model, []) for name, table in tables.items()}
     if workload is None:  # the explorer's choice: the first workload of the figures it filters
         workload = next(
             (
