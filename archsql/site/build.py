@@ -261,16 +261,24 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
         name = f"{page.slug}/{slug(model)}.html"
     data_file = f"data/{page.slug}.js" if model is None else f"data/{page.slug}-{slug(model)}.js"
     root = "" if model is None else "../"
+    split = _split_sources(page)
     payload = {
-        "data": {name: _columnar(rows) for name, rows in data.items()},
+        "data": {name: _columnar(rows) for name, rows in data.items() if name not in split},
         "specs": specs,
         "filters": {f.id: list(f.filters) for f in page.figures},
         "sources": {f.id: list(f.sources) for f in page.figures if f.chart},
+        "split": {"field": page.split, "sources": sorted(split), "files": {}} if split else None,
     }
-    (out / data_file).write_text(
-        "ARCHSQL.load(" + json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str) + ");\n",
-        encoding="utf-8",
-    )
+    if split:  # one file per value of the split control, loaded when it is picked
+        folder = data_file.removesuffix(".js")
+        (out / folder).mkdir(exist_ok=True)
+        values = dict.fromkeys(r[page.split] for name in split for r in data[name])
+        for value in values:
+            chunk = f"{folder}/{slug(str(value))}.js"
+            rows = {name: _columnar([r for r in data[name] if r[page.split] == value]) for name in split}
+            _write_js(out / chunk, "ARCHSQL.chunk(" + _json(value) + "," + _json(rows) + ");\n")
+            payload["split"]["files"][value] = root + chunk
+    _write_js(out / data_file, "ARCHSQL.load(" + _json(payload) + ");\n")
     html = env.get_template(f"{page.slug}.html.j2").render(
         page=page,
         pages=PAGES,
@@ -284,6 +292,24 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
     )
     (out / name).write_text(html, encoding="utf-8")
     return 1
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+
+
+def _write_js(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def _split_sources(page: Page) -> set[str]:
+    """The sources whose rows go into the per-value files of ``page.split``: those of the
+    figures it filters (a source another figure reads whole stays in the page's file)."""
+    if not page.split:
+        return set()
+    split = {s for f in page.figures if page.split in f.filters for s in f.sources}
+    whole = {s for f in page.figures if page.split not in f.filters for s in f.sources}
+    return split - whole
 
 
 @functools.cache

@@ -52,6 +52,9 @@ class Page:
     per_model: bool = False
     intro: str = ""
     store: str = "main"  # "main": the --db store; "design": the --design-store of `archsql compare`
+    # a control whose value splits the rows of the figures it filters into one data file per
+    # value, loaded when the value is picked (the explorer: one file per deployment)
+    split: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -153,6 +156,7 @@ DEPLOY = Page(
     title="Deployment explorer",
     per_model=True,
     controls=("deployment", "workload"),
+    split="deployment",
     intro="Speed of light and memory of this model on one deployment; pick the deployment and the workload.",
     figures=(
         Figure(

@@ -3,6 +3,7 @@
 "use strict";
 window.ARCHSQL = {
   data: {}, specs: {}, filters: {}, sources: {}, views: {}, ready: false, renders: 0,
+  split: null, chunks: {}, loading: {},
 
   load(payload) {
     for (const [name, t] of Object.entries(payload.data)) {
@@ -11,9 +12,40 @@ window.ARCHSQL = {
     Object.assign(this.specs, payload.specs);
     Object.assign(this.filters, payload.filters);
     Object.assign(this.sources, payload.sources || {});
+    this.split = payload.split || null;
     const start = () => this.start();
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
     else start();
+  },
+
+  // rows of one value of the split control (a data file per deployment), loaded on demand
+  chunk(value, data) {
+    const rows = {};
+    for (const [name, t] of Object.entries(data)) {
+      rows[name] = t.rows.map((r) => Object.fromEntries(t.columns.map((c, i) => [c, r[i]])));
+    }
+    this.chunks[value] = rows;
+  },
+
+  // the split value picked now, once its file is loaded (null: loading it; refresh runs again)
+  splitValue() {
+    const control = document.getElementById("filter-" + this.split.field);
+    const value = control ? control.value : "";
+    if (value in this.chunks || !(value in this.split.files)) return value;
+    if (!this.loading[value]) {
+      this.loading[value] = true;
+      const script = document.createElement("script");
+      script.src = this.split.files[value];
+      script.onload = () => this.refresh();
+      script.onerror = () => console.error("archsql: cannot load " + script.src);
+      document.body.appendChild(script);
+    }
+    return null;
+  },
+
+  rowsOf(name, value) {
+    if (this.split && this.split.sources.includes(name)) return (this.chunks[value] || {})[name] || [];
+    return this.data[name] || [];
   },
 
   start() {
@@ -63,6 +95,8 @@ window.ARCHSQL = {
   refresh() {
     const generation = (this.generation = (this.generation || 0) + 1);
     const controls = this.controls();
+    const value = this.split ? this.splitValue() : null;
+    if (this.split && value === null) return; // its file's onload refreshes again
     const models = this.filterTables(controls);
     const jobs = [];
     document.querySelectorAll(".chart[data-figure]").forEach((el) => {
@@ -70,7 +104,7 @@ window.ARCHSQL = {
       const spec = this.specs[id];
       const name = spec.data.name;
       const fields = this.filters[id] || [];
-      const shown = (n) => (this.data[n] || []).filter((r) =>
+      const shown = (n) => this.rowsOf(n, value).filter((r) =>
         this.keep(r, controls, fields) && (models === null || !("model" in r) || models.has(r.model)));
       const rows = shown(name);
       const section = el.closest(".figure");
