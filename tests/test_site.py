@@ -388,6 +388,8 @@ def test_deployment_explorer_plots_the_selected_deployment(browser, site, site_d
                 if r["deployment"] == deployment
             ),
         )
+    # the throughput frontier plots every deployment and marks the chosen one (a param, not a filter)
+    assert page.page.evaluate("() => ARCHSQL.views.pareto.signal('chosen_deployment')") == deployment
     workload = page.page.input_value("#filter-workload")
     roofline = sorted(key(r, "op", "bound", "arithmetic_intensity", "flops_per_s") for r in page.chart_rows("roofline"))
     assert same(
@@ -721,6 +723,7 @@ def test_report_html_is_one_file_showing_the_query_rows(browser, report_html, si
     wrapped.wait(1)
     assert fetched == [] and wrapped.errors() == []
     workload = page.evaluate("() => document.getElementById('report-context').dataset.workload")
+    assert page.evaluate("() => ARCHSQL.views.pareto.signal('chosen_deployment')") == REPORT[1]
     # without --workload the roofline's is the explorer's first for the deployment
     roofline = [r for r in rows_of("site_roofline", site_db, REPORT[0]) if r["deployment"] == REPORT[1]]
     assert workload == roofline[0]["workload"]

@@ -158,7 +158,11 @@ def max_batch(name: str) -> dict[str, Any]:
 
 
 def pareto(name: str) -> dict[str, Any]:
-    """Every decode point that fits; the frontier's points labelled with their deployment."""
+    """Every decode point that fits; the frontier's points labelled with their deployment, and
+    the deployment chosen on the page (the param ``chosen_deployment``, which the page sets to
+    its deployment control's value) ringed and labelled."""
+    chosen = alt.param(name="chosen_deployment", value="")
+    is_chosen = "datum.deployment === chosen_deployment"
     base = alt.Chart().encode(
         x=alt.X("tokens_per_s_per_user:Q", scale=alt.Scale(type="log"), title="tokens/s per user"),
         y=alt.Y("tokens_per_s_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens/s per GPU"),
@@ -166,6 +170,8 @@ def pareto(name: str) -> dict[str, Any]:
     points = base.mark_point(filled=True).encode(
         color=alt.Color("on_frontier:N", title="Pareto frontier", sort=[True, False]),
         size=alt.condition("datum.on_frontier", alt.value(110), alt.value(40)),
+        stroke=alt.condition(is_chosen, alt.value("#111"), alt.value(None)),
+        strokeWidth=alt.condition(is_chosen, alt.value(2), alt.value(0)),
         tooltip=[
             "deployment:N",
             "workload:N",
@@ -176,12 +182,18 @@ def pareto(name: str) -> dict[str, Any]:
         ],
     )
     labels = (
-        base.transform_filter("datum.on_frontier")
+        base.transform_filter(f"datum.on_frontier && !({is_chosen})")
         .mark_text(align="left", dx=7, dy=-6, fontSize=10)
         .encode(text=alt.Text("deployment:N"))
     )
+    chosen_labels = (
+        base.transform_filter(is_chosen)
+        .mark_text(align="left", dx=7, dy=-6, fontSize=10, fontWeight="bold")
+        .encode(text=alt.Text("deployment:N"))
+    )
     return (
-        alt.layer(points, labels, data=alt.NamedData(name))
+        alt.layer(points, labels, chosen_labels, data=alt.NamedData(name))
+        .add_params(chosen)
         .properties(width=WIDTH, height=HEIGHT)
         .to_dict(validate=True)
     )

@@ -264,7 +264,8 @@ DEPLOY = Page(
                 Column("tokens_per_s_per_gpu", "tokens/s per GPU", "human"),
                 Column("on_frontier", "on the frontier"),
             ),
-            note="Every stored deployment × decode workload that fits; the frontier's points are labelled.",
+            note="Every stored deployment × decode workload that fits; the frontier's points are labelled, and the "
+            "chosen deployment's points ringed and labelled in bold.",
         ),
     ),
 )

@@ -106,10 +106,19 @@ def figure_rows(figure: Figure, rows: list[dict[str, Any]], deployment: str, wor
     return [r for r in rows if all(r.get(f) == chosen[f] for f in figure.filters if f in r)]
 
 
-def _svg(figure: Figure, data: dict[str, list[dict]]) -> str:
+def _chosen(spec: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
+    """The spec with each param ``chosen_FIELD`` set to the report's FIELD (as the page sets it
+    from its control)."""
+    if "params" not in spec:
+        return spec
+    params = [{**p, "value": chosen.get(p["name"].removeprefix("chosen_"), p.get("value"))} for p in spec["params"]]
+    return {**spec, "params": params}
+
+
+def _svg(figure: Figure, data: dict[str, list[dict]], chosen: dict[str, Any]) -> str:
     import vl_convert
 
-    spec = dict(_spec(figure))
+    spec = _chosen(dict(_spec(figure)), chosen)
     spec["datasets"] = {s: data[s] for s in figure.sources}
     return vl_convert.vegalite_to_svg(spec)
 
@@ -152,6 +161,7 @@ def write_report(
         entry["data"] = {s: figure_rows(f, rows[s], deployment, workload) for s in f.sources}
         entry["also_sql"] = [(s, sql_of(s)) for s in f.also]
     context = {"model": model, "deployment": deployment, "workload": workload, "store": Path(db).name}
+    chosen = {"deployment": deployment, "workload": workload}
     images: list[Path] = []
     if fmt == "md":
         folder = out.with_name(f"{out.stem}_files")
@@ -159,14 +169,14 @@ def write_report(
             if entry["figure"].chart and entry["rows"]:
                 folder.mkdir(exist_ok=True)
                 path = folder / f"{entry['figure'].id}.svg"
-                path.write_text(_svg(entry["figure"], entry["data"]), encoding="utf-8")
+                path.write_text(_svg(entry["figure"], entry["data"], chosen), encoding="utf-8")
                 entry["image"] = f"{folder.name}/{path.name}"
                 images.append(path)
         out.write_text(_render("report.md.j2", figures=figures, **context), encoding="utf-8")
     elif fmt == "html":
         payload = {
             "data": {f"{e['figure'].id}:{s}": _columnar(rows) for e in figures for s, rows in e["data"].items()},
-            "specs": {e["figure"].id: _report_spec(e["figure"]) for e in figures if e["figure"].chart},
+            "specs": {e["figure"].id: _chosen(_report_spec(e["figure"]), chosen) for e in figures if e["figure"].chart},
             "filters": {},
             "sources": {e["figure"].id: [f"{e['figure'].id}:{s}" for s in e["figure"].sources] for e in figures},
         }
@@ -178,7 +188,7 @@ def write_report(
     else:
         for entry in figures:
             if entry["figure"].chart and entry["rows"]:
-                entry["svg"] = _svg(entry["figure"], entry["data"])
+                entry["svg"] = _svg(entry["figure"], entry["data"], chosen)
         html = _render("report.html.j2", figures=figures, static=True, scripts=[], **context)
         _print_pdf(browser, html, out)
     return ReportFile(out, workload, out.stat().st_size, tuple(images))

@@ -117,6 +117,13 @@ window.ARCHSQL = {
       const datasets = { [name]: rows };
       for (const other of this.sources[id] || []) if (other !== name) datasets[other] = shown(other);
       const full = Object.assign({}, spec, { datasets });
+      // a param named chosen_FIELD takes the value of the page's FIELD control (it marks, never filters)
+      if (spec.params) {
+        full.params = spec.params.map((p) => {
+          const control = p.name.startsWith("chosen_") && document.getElementById("filter-" + p.name.slice(7));
+          return control ? Object.assign({}, p, { value: control.value }) : p;
+        });
+      }
       jobs.push(vegaEmbed(el, full, { actions: false, renderer: "svg" }).then((result) => {
         if (generation === this.generation) this.views[id] = result.view;
         else result.view.finalize(); // a later filter change drew this chart again
