@@ -13,8 +13,9 @@ A bundle folder holds:
 - ``source/``: the modeling ``*.py`` files of the source folder (for the source guard);
 - ``provenance.json``: where every file came from (path, sha256), how the tensors were read.
 
-Hub access (:func:`gather_hub`) reads config files and headers through ``huggingface_hub``
-metadata calls only.
+Hub access (:func:`gather_hub`) reads the small config files and the safetensors headers from
+the Hugging Face cache first, else through ``huggingface_hub`` (``hf_hub_download`` for the
+small files, ``get_safetensors_metadata`` for headers) — never weights; offline, the cache only.
 """
 
 from __future__ import annotations
@@ -217,31 +218,142 @@ def _gzip_copy(path: Path, target: Path, provenance: dict) -> None:
     provenance["files"][INVENTORY] = {"from": str(path.resolve()), "sha256": _sha256(path)}
 
 
-def gather_hub(repo_id: str, out: str | Path, *, revision: str | None = None) -> Facts:  # pragma: no cover - network
-    """Gather the facts of a Hub repo: its small config files downloaded, its safetensors
-    headers read by range requests (:func:`archsql.ingest.read_checkpoint`), never weights."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.utils import EntryNotFoundError
+def _hub_file(repo_id: str, name: str, revision: str | None, cache_dir: Path | None, offline: bool) -> Path | None:
+    """One small file of a Hub repo: from the HF cache first (``try_to_load_from_cache``), else
+    downloaded (``hf_hub_download``) unless ``offline``.  None: the repo has no such file (or,
+    offline, the cache does not hold it)."""
+    from huggingface_hub import errors as hf_errors
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
-    from archsql.ingest import read_checkpoint
+    from archsql.ingest import hub
 
+    root = cache_dir or hub.hub_cache_dir()
+    cached = try_to_load_from_cache(repo_id, name, cache_dir=root, revision=revision)
+    if isinstance(cached, str):
+        return Path(cached)
+    if cached is not None or offline:  # known absent (the cache's .no_exist marker), or not cached offline
+        return None
+    try:
+        try:
+            return Path(hf_hub_download(repo_id, name, revision=revision, cache_dir=root))
+        except hf_errors.LocalEntryNotFoundError:
+            raise  # no connection and not cached (a subclass of EntryNotFoundError: caught first)
+        except hf_errors.EntryNotFoundError:
+            return None  # the Hub says the repo has no such file
+    except (hf_errors.HTTPError, hf_errors.OfflineModeIsEnabled, hf_errors.LocalEntryNotFoundError, OSError) as exc:
+        label = f"hub:{repo_id}@{revision or 'main'}"
+        raise FactsError(
+            issues=[
+                Issue(
+                    f"cannot fetch {name} of {repo_id} from the Hub: {hub._describe(exc)}",
+                    file=label,
+                    got=str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
+                    hint="without a network, put the repo in the Hugging Face cache first "
+                    f"(`hf download {repo_id} config.json '*.safetensors.index.json'`) and run with --offline, "
+                    "or give a local checkpoint folder",
+                )
+            ]
+        ) from None
+
+
+def _remote_code_files(config: dict) -> list[str]:
+    """The ``*.py`` files a config's ``auto_map`` names (``modeling_x.Class`` → ``modeling_x.py``;
+    ``repo--modeling_x.Class`` points into another repo and is left out)."""
+    names: set[str] = set()
+    auto_map = config.get("auto_map")
+    if isinstance(auto_map, dict):
+        for value in auto_map.values():
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, str) and "--" not in ref and "." in ref:
+                    names.add(ref.rsplit(".", 1)[0] + ".py")
+    return sorted(names)
+
+
+def gather_hub(
+    repo_id: str,
+    out: str | Path,
+    *,
+    revision: str | None = None,
+    offline: bool = False,
+    cache_dir: str | Path | None = None,
+    meta_inventory: str | Path | None = None,
+) -> Facts:
+    """Gather the facts of a Hub repo: ``config.json`` (required), ``generation_config.json``,
+    ``hf_quant_config.json`` and the remote-code ``*.py`` its ``auto_map`` names, each from the
+    HF cache first and else downloaded (small files only); the tensor inventory from the cached
+    safetensors headers, else through ``HfApi.get_safetensors_metadata`` (header bytes by range
+    requests, never weights).  ``offline``: the cache only; a repo it does not hold is an error,
+    cached configs without cached headers give facts without a tensor inventory (said in the
+    provenance)."""
+    from huggingface_hub import constants
+
+    from archsql.ingest import hub, read_checkpoint
+
+    repo_id, rev = hub.parse_repo(repo_id)
+    revision = revision or rev
+    offline = offline or constants.is_offline_mode()
+    if not hub.is_repo_id(repo_id):
+        raise FactsError(
+            issues=[
+                Issue(
+                    f"'{repo_id}' is neither a local folder nor a Hub repo id",
+                    hint="give a checkpoint folder holding config.json, or a repo id such as Qwen/Qwen3-0.6B",
+                )
+            ]
+        )
+    root = Path(cache_dir) if cache_dir is not None else None
+    label = f"hub:{repo_id}@{revision or 'main'}"
+    config = _hub_file(repo_id, CONFIG, revision, root, offline)
+    if config is None:
+        where = "in the local Hugging Face cache" if offline else "on the Hub"
+        raise FactsError(
+            issues=[
+                Issue(
+                    f"no {CONFIG} of {repo_id} {where}",
+                    file=str(root or hub.hub_cache_dir()) if offline else label,
+                    hint=f"download it first (`hf download {repo_id} {CONFIG}`) or run without --offline"
+                    if offline
+                    else "check the repo id and the revision",
+                )
+            ]
+        )
     dest = Path(out)
     staging = dest / ".hub"
-    staging.mkdir(parents=True, exist_ok=True)
-    for name in (CONFIG, *OPTIONAL_FILES):
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    shutil.copyfile(config, staging / CONFIG)
+    origins = {CONFIG: str(config)}
+    for name in (*OPTIONAL_FILES, *_remote_code_files(_read_json(config))):
+        path = _hub_file(repo_id, name, revision, root, offline)
+        if path is not None:
+            shutil.copyfile(path, staging / name)
+            origins[name] = str(path)
+    facts = gather(staging, dest, meta_inventory=meta_inventory)
+    provenance = facts.provenance
+    provenance["source"] = label
+    for name, origin in origins.items():
+        key = f"{SOURCE_DIR}/{name}" if name.endswith(".py") else name
+        if key in provenance["files"]:
+            provenance["files"][key]["from"] = f"{label}/{name} ({origin})"
+    tensors, how, missing = None, None, None
+    try:
+        tensors = read_checkpoint(repo_id, offline=True, revision=revision, cache_dir=root)
+        how = "safetensors headers of the HF cache snapshot (no weight bytes)"
+    except CheckpointError as exc:
+        missing = exc
+    if tensors is None and not offline:
         try:
-            path = hf_hub_download(repo_id, name, revision=revision)
-        except EntryNotFoundError:
-            if name == CONFIG:
-                raise FactsError(issues=[Issue(f"{repo_id} has no {CONFIG}", hint="check the repo id")]) from None
-            continue
-        shutil.copyfile(path, staging / name)
-    facts = gather(staging, dest)
-    tensors = read_checkpoint(repo_id, revision=revision)
-    pq.write_table(tensors, dest / TENSORS)
-    facts.provenance["tensors"] = {"from": f"hub:{repo_id}", "how": "safetensors headers by range requests"}
-    facts.provenance["source"] = f"hub:{repo_id}@{revision or 'main'}"
-    (dest / PROVENANCE).write_text(json.dumps(facts.provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            tensors = read_checkpoint(repo_id, revision=revision)
+            how = "safetensors headers by HfApi.get_safetensors_metadata (range requests, no weight bytes)"
+        except CheckpointError as exc:
+            missing = exc
+    if tensors is not None:
+        pq.write_table(tensors, dest / TENSORS)
+        provenance["tensors"] = {"from": label, "how": how}
+    elif provenance.get("tensors") is None:
+        provenance["tensors"] = None
+        provenance["tensors_missing"] = str(missing).splitlines()[0] if missing else "no safetensors headers"
+    (dest / PROVENANCE).write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     shutil.rmtree(staging)
     return load(dest)
 
