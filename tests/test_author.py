@@ -940,3 +940,53 @@ def test_hub_repo_without_cache_or_network_is_a_clear_error(tmp_path, monkeypatc
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     r = CliRunner().invoke(cli, ["author", "org/none", "--offline", "--agent", "true", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "no config.json of org/none" in r.output and "Traceback" not in r.output
+
+
+def test_catalog_omitted_parts_are_the_parts_the_inventory_tests_exclude():
+    """The catalog's omitted: blocks name exactly the tensor prefixes tests/test_inventory_params.py
+    excludes (NOT_MODELED, each with the construct that is missing), and no other model omits a part."""
+    from archsql.schema.spec import parse_model
+    from tests.test_inventory_params import NOT_MODELED
+
+    lib = default_library()
+    declared = {}
+    for name in lib.catalog():
+        spec, _ = parse_model(lib.model_path(name))
+        patterns = {p for part in spec.omitted.values() for p in part.tensors}
+        if patterns:
+            declared[name] = patterns
+    assert declared == {model: {f"{prefix}*" for prefix in parts} for model, parts in NOT_MODELED.items()}
+
+
+def test_params_leave_out_what_the_inventory_ignores_on_load_and_the_omitted_part(tmp_path):
+    """Qwen3.5-27B: its meta inventory holds the vision tower (333 model.visual.* tensors, counted
+    from the inventory) and lacks the MTP layer transformers drops on load (ignored_on_load
+    '^mtp.*').  The catalog spec omits the vision tower and models the MTP layer: params compare
+    the language model alone and pass; the MTP parameters the spec leaves out are exactly the
+    difference A401 reports when the inventory does not say it ignores them."""
+    config_file = "Qwen__Qwen3.5-27B.json"
+    with gzip.open(INVENTORIES / config_file.replace(".json", ".json.gz")) as f:
+        inventory = json.load(f)
+    assert inventory["ignored_on_load"] == ["^mtp.*"]
+    visual = [t for t in inventory["checkpoint_tensors"] if t["name"].startswith("model.visual.")]
+    facts = _bundle(tmp_path / "right", config_file)
+    facts.tensors = None  # the params guard alone (the inventory's dtypes are build dtypes)
+    text = (
+        default_library().model_path("Qwen3.5-27B").read_text().replace(f"config: {config_file}", "config: config.json")
+    )
+    report = check(_draft(tmp_path / "right", facts, text), facts)
+    assert report.errors == [] and report.status["params"] == "passed"
+    parts = {r["part"]: r for r in report.omitted}
+    assert parts["vision_tower"]["inventory_tensors"] == len(visual) == 333
+    mtp = parts["ignored_on_load"]["spec_params"]
+    assert mtp > 0 and parts["ignored_on_load"]["patterns"] == ["^mtp.*"]
+
+    def unsaid(data):  # the same inventory, not saying what it ignores
+        data.pop("ignored_on_load")
+        return data["checkpoint_tensors"]
+
+    facts = _bundle(tmp_path / "unsaid", config_file, transform=unsaid)
+    facts.tensors = None
+    report = check(_draft(tmp_path / "unsaid", facts, text), facts)
+    assert report.codes() == ["A401"]
+    assert int(report.errors[0].got.replace(",", "")) - int(report.errors[0].expected.replace(",", "")) == mtp
