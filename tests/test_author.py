@@ -980,6 +980,7 @@ def test_params_leave_out_what_the_inventory_ignores_on_load_and_the_omitted_par
     assert parts["vision_tower"]["inventory_tensors"] == len(visual) == 333
     mtp = parts["ignored_on_load"]["spec_params"]
     assert mtp > 0 and parts["ignored_on_load"]["patterns"] == ["^mtp.*"]
+    assert parts["ignored_on_load"]["inventory_params"] == 0  # the inventory holds no mtp.* tensor
 
     def unsaid(data):  # the same inventory, not saying what it ignores
         data.pop("ignored_on_load")
@@ -990,3 +991,46 @@ def test_params_leave_out_what_the_inventory_ignores_on_load_and_the_omitted_par
     report = check(_draft(tmp_path / "unsaid", facts, text), facts)
     assert report.codes() == ["A401"]
     assert int(report.errors[0].got.replace(",", "")) - int(report.errors[0].expected.replace(",", "")) == mtp
+
+
+class _Tensor:
+    """A stand-in for a meta-device tensor: a shape and a dtype, no data."""
+
+    def __init__(self, *shape, dtype="torch.bfloat16"):
+        self.shape, self.dtype = shape, dtype
+
+
+class _TinyModule:
+    """A stand-in for a transformers model on the meta device: an embedding tied to the head."""
+
+    _keys_to_ignore_on_load_unexpected = [r"model\.mtp.*"]
+
+    def __init__(self):
+        embed = _Tensor(100, 16)
+        self._state = {"model.embed_tokens.weight": embed, "model.norm.weight": _Tensor(16), "lm_head.weight": embed}
+
+    def state_dict(self, keep_vars=False):
+        return self._state
+
+
+def test_meta_inventory_built_on_the_fly_and_its_absence(tmp_path, monkeypatch):
+    """With a builder (the stand-in of a model made on the meta device): every state_dict entry
+    is a tensor, the tied head is not saved twice, the class's ignore patterns are kept.
+    Without transformers: a clear error that says what to install or give instead."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copyfile(CONFIGS_DIR / "Qwen__Qwen3-0.6B.json", src / "config.json")
+    inv = facts_mod.build_meta_inventory(src, builder=lambda folder: _TinyModule())
+    assert [t["name"] for t in inv["tensors"]] == ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]
+    assert [t["name"] for t in inv["checkpoint_tensors"]] == ["model.embed_tokens.weight", "model.norm.weight"]
+    assert inv["tied_weights"] == {"lm_head.weight": "model.embed_tokens.weight"}
+    assert inv["checkpoint_tensors"][0] == {
+        "name": "model.embed_tokens.weight",
+        "shape": [100, 16],
+        "dtype": "bfloat16",
+    }
+    assert inv["ignored_on_load"] == [r"model\.mtp.*"]
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
+    with pytest.raises(facts_mod.FactsError, match="needs torch and transformers") as exc:
+        facts_mod.gather(src, tmp_path / "facts", build_inventory=True)
+    assert "--inventory" in exc.value.issues[0].hint

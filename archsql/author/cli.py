@@ -62,6 +62,12 @@ def _budget(text: str):
     default=None,
     help="Output folder [default: ./author-<folder or repo name>].",
 )
+@click.option(
+    "--build-inventory",
+    is_flag=True,
+    help="Without --inventory: build a meta-device inventory on the fly for the params guard "
+    "(needs torch and transformers; neither is an archsql dependency).",
+)
 @click.option("--revision", default=None, help="Revision of a Hub repo id (branch, tag or commit).")
 @click.option(
     "--offline",
@@ -75,6 +81,7 @@ def author_cmd(
     budget: str,
     inventory: Path | None,
     out: Path | None,
+    build_inventory: bool,
     revision: str | None,
     offline: bool,
 ) -> None:
@@ -90,10 +97,17 @@ def author_cmd(
     path = Path(source).expanduser()
     if path.exists():
         out = out or Path(f"author-{path.resolve().name if path.is_dir() else path.resolve().parent.name}")
-        facts = gather(path, out / "facts", meta_inventory=inventory)
+        facts = gather(path, out / "facts", meta_inventory=inventory, build_inventory=build_inventory)
     else:
         out = out or Path(f"author-{source.split('@')[0].rstrip('/').rsplit('/', 1)[-1]}")
-        facts = gather_hub(source, out / "facts", revision=revision, offline=offline, meta_inventory=inventory)
+        facts = gather_hub(
+            source,
+            out / "facts",
+            revision=revision,
+            offline=offline,
+            meta_inventory=inventory,
+            build_inventory=build_inventory,
+        )
         if facts.tensors is None:
             click.echo(
                 f"note: no tensor inventory ({facts.provenance.get('tensors_missing')}); the checkpoint guard will not apply"

@@ -146,8 +146,12 @@ def inventory_table(inventory: dict[str, Any], checkpoint: str) -> pa.Table:
     return to_table(checkpoint, "safetensors", [part])
 
 
-def gather(source: str | Path, out: str | Path, *, meta_inventory: str | Path | None = None) -> Facts:
-    """Gather the facts of a local checkpoint folder (or a bare ``config.json``) into ``out``."""
+def gather(
+    source: str | Path, out: str | Path, *, meta_inventory: str | Path | None = None, build_inventory: bool = False
+) -> Facts:
+    """Gather the facts of a local checkpoint folder (or a bare ``config.json``) into ``out``.
+    ``build_inventory`` (no ``meta_inventory`` given): build one on the fly
+    (:func:`build_meta_inventory`, needs torch + transformers) for the params guard."""
     src = Path(source).expanduser()
     if not src.exists():
         raise FactsError(
@@ -204,12 +208,87 @@ def gather(source: str | Path, out: str | Path, *, meta_inventory: str | Path | 
                 "how": "meta inventory checkpoint_tensors (names and shapes as transformers saves them; "
                 "dtypes are the build dtype, not per-tensor disk dtypes)",
             }
+    elif build_inventory:
+        built = build_meta_inventory(dest)
+        with gzip.open(dest / INVENTORY, "wt", encoding="utf-8") as f:
+            json.dump(built, f)
+        provenance["files"][INVENTORY] = {"from": built["built_by"], "sha256": _sha256(dest / INVENTORY)}
     if tensors is not None:
         pq.write_table(tensors, dest / TENSORS)
     else:
         provenance["tensors"] = None
     (dest / PROVENANCE).write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return load(dest)
+
+
+def build_meta_inventory(folder: str | Path, *, builder=None) -> dict[str, Any]:
+    """A meta-device inventory built on the fly from ``folder``'s config.json: the model module
+    made without weights (``builder(folder)``; default :func:`transformers_meta_model`, which
+    needs torch and transformers), read through its ``state_dict``: ``tensors`` every entry,
+    ``checkpoint_tensors`` the entries a save writes (a tensor tied to an earlier one is
+    dropped), ``ignored_on_load`` the class's ``_keys_to_ignore_on_load_unexpected``.  Unlike a
+    prepared inventory (tools/meta_inventory.py of the data), load-time renames are not
+    reversed, so it serves the params guard, not as a tensor inventory."""
+    module = (builder or transformers_meta_model)(Path(folder))
+    state = module.state_dict(keep_vars=True)
+    seen: dict[int, str] = {}
+    tensors, saved, tied = [], [], {}
+    for name, t in state.items():
+        row = {"name": name, "shape": [int(d) for d in t.shape], "dtype": str(t.dtype).removeprefix("torch.")}
+        tensors.append(row)
+        if id(t) in seen:
+            tied[name] = seen[id(t)]
+            continue
+        seen[id(t)] = name
+        saved.append(row)
+    ignored = getattr(module, "_keys_to_ignore_on_load_unexpected", None) or []
+    return {
+        "built_by": f"archsql {__version__} build_meta_inventory ({type(module).__name__})",
+        "tensors": tensors,
+        "checkpoint_tensors": saved,
+        "tied_weights": tied,
+        "ignored_on_load": [p for p in ignored if isinstance(p, str)],
+        "notes": "built on the fly from the module's state_dict on the meta device; load-time renames not reversed",
+    }
+
+
+def transformers_meta_model(folder: Path):
+    """The model class transformers maps ``folder/config.json`` to, built on torch's meta
+    device (no weights, no remote code), in the config's dtype."""
+    from importlib import import_module
+
+    try:  # transformers first: without it, torch (slow to import) is never loaded
+        transformers = import_module("transformers")
+        torch = import_module("torch")
+    except ImportError as exc:
+        raise FactsError(
+            issues=[
+                Issue(
+                    f"building a meta-device inventory needs torch and transformers ({exc.name} is not installed)",
+                    file=str(folder / CONFIG),
+                    hint="pip install transformers (and torch), or give a prepared inventory with --inventory",
+                )
+            ]
+        ) from None
+    try:
+        config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=False)
+        with torch.device("meta"):
+            try:
+                model = transformers.AutoModelForCausalLM.from_config(config)
+            except ValueError:  # not a causal LM class (an encoder, a multimodal wrapper)
+                model = transformers.AutoModel.from_config(config)
+    except (ValueError, KeyError, OSError, TypeError) as exc:
+        raise FactsError(
+            issues=[
+                Issue(
+                    f"transformers cannot build this config on the meta device: {exc}",
+                    file=str(folder / CONFIG),
+                    hint="give a prepared inventory with --inventory (remote-code models are never run)",
+                )
+            ]
+        ) from None
+    dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    return model.to(dtype) if isinstance(dtype, torch.dtype) else model
 
 
 def _gzip_copy(path: Path, target: Path, provenance: dict) -> None:
@@ -277,6 +356,7 @@ def gather_hub(
     offline: bool = False,
     cache_dir: str | Path | None = None,
     meta_inventory: str | Path | None = None,
+    build_inventory: bool = False,
 ) -> Facts:
     """Gather the facts of a Hub repo: ``config.json`` (required), ``generation_config.json``,
     ``hf_quant_config.json`` and the remote-code ``*.py`` its ``auto_map`` names, each from the
@@ -328,7 +408,7 @@ def gather_hub(
         if path is not None:
             shutil.copyfile(path, staging / name)
             origins[name] = str(path)
-    facts = gather(staging, dest, meta_inventory=meta_inventory)
+    facts = gather(staging, dest, meta_inventory=meta_inventory, build_inventory=build_inventory)
     provenance = facts.provenance
     provenance["source"] = label
     for name, origin in origins.items():
