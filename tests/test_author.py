@@ -838,12 +838,12 @@ def test_omitted_part_is_compared_apart(qwen_vision, tmp_path, reconciler):
     ]
 
 
-def test_omitted_part_errors_are_located(qwen_vision, tmp_path):
+def test_omitted_part_errors_are_located(qwen_vision, tmp_path, reconciler):
     """A part whose patterns match nothing (A402 in params, A508 in the checkpoint guard), a part
     covering a tensor the spec models (A205), and a malformed block (A101), each at its line."""
     facts = qwen_vision
     nothing = spec(QWEN, tail=QWEN["tail"] + OMITTED.replace("model.visual.*", "model.vision_tower.*"))
-    report = check(_draft(tmp_path / "nothing", facts, nothing), facts, full=True)
+    report = check(_draft(tmp_path / "nothing", facts, nothing), facts, full=True, reconciler=reconciler)
     line = _line_of(nothing, "vision_tower:")
     assert {e.code for e in report.errors} >= {"A402", "A508"}
     for e in report.errors:

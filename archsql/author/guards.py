@@ -169,10 +169,25 @@ def _spec_issue_code(issue: Issue, default: str = "A101") -> str:
     return default
 
 
+def _tables_digest(tables: dict[str, pa.Table]) -> str:
+    """A digest of the evaluated tables (the ``models`` row, which names the spec's text by its
+    sha256, left out)."""
+    h = hashlib.sha256()
+    for name in sorted(tables):
+        if name == "models":
+            continue
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, tables[name].schema) as writer:
+            writer.write_table(tables[name])
+        h.update(name.encode() + b"\0" + sink.getvalue().to_pybytes())
+    return h.hexdigest()
+
+
 class Reconciler:
-    """The checkpoint guard's scratch stores, one per evaluated spec (keyed by the spec file,
-    its and its config's content), so a second checkpoint against the same draft adds only its
-    rows.  Without a folder the stores live in a temporary folder removed by :meth:`close`."""
+    """The checkpoint guard's scratch stores, one per evaluated spec (keyed by the spec file's
+    name and the content of its evaluated tables, so drafts that differ only in text that
+    changes no table — a doc, ``config_unused``, ``omitted`` — share one), so a second
+    checkpoint against the same draft adds only its rows.  Without a folder the stores live in a temporary folder removed by :meth:`close`."""
 
     def __init__(self, folder: str | Path | None = None):
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="archsql-author-")
@@ -194,9 +209,10 @@ class Reconciler:
         from archsql.publish_check import reconcile
         from archsql.store import write_store
 
-        models = analysis.tables["models"]
-        sha, spec_file = models.column("spec_sha256")[0].as_py(), models.column("spec_file")[0].as_py()
-        key = hashlib.sha256(f"{analysis.model}\0{sha}\0{spec_file}".encode()).hexdigest()[:16]
+        spec_file = analysis.tables["models"].column("spec_file")[0].as_py()
+        key = hashlib.sha256(f"{analysis.model}\0{spec_file}\0{_tables_digest(analysis.tables)}".encode()).hexdigest()[
+            :16
+        ]
         if key not in self._stores:
             db = self.folder / f"{key}.duckdb"
             write_store(db, analysis.tables)
