@@ -1034,3 +1034,41 @@ def test_meta_inventory_built_on_the_fly_and_its_absence(tmp_path, monkeypatch):
     with pytest.raises(facts_mod.FactsError, match="needs torch and transformers") as exc:
         facts_mod.gather(src, tmp_path / "facts", build_inventory=True)
     assert "--inventory" in exc.value.issues[0].hint
+
+
+def test_facts_from_the_hub_through_metadata_calls(tmp_path, monkeypatch):
+    """Online, an empty cache: the small files come through hf_hub_download and the headers
+    through HfApi.get_safetensors_metadata (both replaced at the huggingface_hub boundary by
+    stand-ins serving the MiniLM config and two of its real tensors); no weight is asked for."""
+    import huggingface_hub
+    from huggingface_hub import errors as hf_errors
+
+    from archsql.ingest import hub
+
+    served = {"config.json": _minilm_files()["config.json"], "modeling_tiny.py": b"class TinyModel: pass\n"}
+    asked = []
+
+    def download(repo_id, filename, revision=None, cache_dir=None, **kw):
+        asked.append(filename)
+        if filename not in served:
+            raise hf_errors.EntryNotFoundError(f"{filename} not in {repo_id}")
+        (tmp_path / "dl").mkdir(exist_ok=True)
+        (tmp_path / "dl" / filename).write_bytes(served[filename])
+        return str(tmp_path / "dl" / filename)
+
+    from types import SimpleNamespace as NS
+
+    tensors = {  # two tensors of the real all-MiniLM-L6-v2 header (F32)
+        "embeddings.word_embeddings.weight": NS(dtype="F32", shape=[30522, 384], data_offsets=(0, 46881792)),
+        "embeddings.LayerNorm.weight": NS(dtype="F32", shape=[384], data_offsets=(46881792, 46883328)),
+    }
+    meta = NS(files_metadata={"model.safetensors": NS(tensors=tensors)}, sharded=False, weight_map=None)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(hub.HfApi, "get_safetensors_metadata", lambda self, repo_id, revision=None: meta)
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    facts = facts_mod.gather_hub("org/tiny", tmp_path / "facts", cache_dir=cache)
+    assert sorted(asked) == ["config.json", "generation_config.json", "hf_quant_config.json", "modeling_tiny.py"]
+    assert sorted(facts.tensors.column("name").to_pylist()) == sorted(tensors)
+    assert facts.provenance["tensors"]["how"].startswith("safetensors headers by HfApi.get_safetensors_metadata")
+    assert facts.provenance["tensors"]["from"] == "hub:org/tiny@main"
