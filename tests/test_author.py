@@ -836,6 +836,15 @@ def test_omitted_part_is_compared_apart(qwen_vision, tmp_path, reconciler):
             "checkpoint_bytes": 4224,
         }
     ]
+    # the loop's report says so too
+    out = tmp_path / "out"
+    with_omitted = spec(QWEN, tail=QWEN["tail"] + OMITTED)
+    result = author(facts, out, ScriptedAgent([with_omitted]), budget=Budget(turns=1), reconciler=reconciler)
+    assert result.passed and json.loads((out / "report.json").read_text())["omitted"] == report.omitted
+    assert (
+        "- vision_tower: the vision encoder is not modelled (text decoding only) (inventory tensors 2, "
+        in (out / "report.md").read_text()
+    )
 
 
 def test_omitted_part_errors_are_located(qwen_vision, tmp_path, reconciler):
