@@ -14,6 +14,9 @@ Guards (design §10) implemented here:
 - **weight** — against a checkpoint: file tensors no spec tensor claims, spec tensors the file
   does not have, element-count mismatches of unquantized tensors, and the byte totals as a
   final checksum; an unreadable checkpoint is a weight error too;
+- **omitted** — a spec's ``omitted:`` parts (a vision tower it does not model): their
+  checkpoint tensors are taken out before reconciling (counted in ``warnings``); a part whose
+  patterns match no tensor is a weight error;
 - **source** — against the forward source, when given: every stream ``src`` anchor found in
   the modeling file the model names (``source:``), see :mod:`archsql.source_guard`.
 
@@ -57,6 +60,7 @@ KINDS: dict[str, str] = {
     "transposed": "same element count, the same axes in another order",
     "reshaped": "same element count, other axis lengths",
     "bytes": "the byte totals differ (the final checksum)",
+    "omitted_unmatched": "an omitted: part whose patterns match no checkpoint tensor",
 }
 MAX_HINTS = 50  # closest-name hints are computed for the first unclaimed/missing tensors only
 
@@ -149,6 +153,23 @@ def validate(
             table = read_checkpoint(checkpoint, offline=offline, revision=revision, endpoint=endpoint)
         except CheckpointError as exc:
             return errors + [_from_issue("weight", "unreadable", i) for i in exc.issues]
+    spec = next(iter(analysis.walks.values())).program.model
+    if spec.omitted:  # parts the spec declares it does not model: compared apart
+        table, counted, unmatched = split_omitted(table, spec.omitted)
+        errors += unmatched
+        for name, (n, size) in counted.items():
+            if n and warnings is not None:
+                w = spec.omitted[name].where
+                warnings.append(
+                    Issue(
+                        f"omitted part '{name}' ({spec.omitted[name].reason}): {n:,} checkpoint tensors, "
+                        f"{size:,} bytes left out of the comparison",
+                        file=w.file,
+                        line=w.line,
+                        column=w.column,
+                        path=w.path,
+                    )
+                )
     tables = dict(analysis.tables)
     if profile != NATIVE:  # evaluate binds every shipped profile; this binding replaces its rows
         stored = tables["storage_tensors"]
@@ -411,6 +432,43 @@ def _mismatch(r, location: str) -> list[Finding]:
             )
         )
     return out
+
+
+def part_indices(omitted: dict, names: list[str]) -> dict[str, list[int]]:
+    """Omitted part name → the indices of ``names`` its patterns match (a name goes to the
+    first part that matches it); ``omitted``: a spec's ``omitted:`` parts."""
+    out: dict[str, list[int]] = {p: [] for p in omitted}
+    for i, name in enumerate(names):
+        part = next((p for p in omitted.values() if p.matches(name)), None)
+        if part is not None:
+            out[part.name].append(i)
+    return out
+
+
+def split_omitted(checkpoint: pa.Table, omitted: dict) -> tuple[pa.Table, dict[str, tuple[int, int]], list[Finding]]:
+    """The checkpoint rows no omitted part matches (what the spec is compared with), each part's
+    (tensors, bytes) left out, and a finding per part that matches no tensor."""
+    names = checkpoint.column("name").to_pylist()
+    sizes = pc.subtract(checkpoint["offset_end"], checkpoint["offset_begin"]).to_pylist()
+    counted, findings, left_out = {}, [], set()
+    for name, hits in part_indices(omitted, names).items():
+        left_out.update(hits)
+        counted[name] = (len(hits), sum(sizes[i] for i in hits))
+        if not hits:
+            part = omitted[name]
+            w = part.where
+            findings.append(
+                Finding(
+                    "weight",
+                    "omitted_unmatched",
+                    f"{w.file}:{w.line}:{w.column} {w.path}",
+                    f"omitted part '{name}' matches no checkpoint tensor",
+                    expected=f"a tensor name matching {', '.join(part.tensors) or '(no pattern)'}",
+                    hint="write the patterns against the checkpoint's own names, or remove the part",
+                )
+            )
+    kept = checkpoint.filter(pa.array([i not in left_out for i in range(len(names))])) if left_out else checkpoint
+    return kept, counted, findings
 
 
 def publishable(errors: list[Finding]) -> bool:

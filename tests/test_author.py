@@ -847,6 +847,20 @@ def test_omitted_part_is_compared_apart(qwen_vision, tmp_path, reconciler):
     )
 
 
+def test_validate_compares_the_modelled_part_too(qwen_vision, tmp_path):
+    """`archsql validate` honours omitted: too: the draft against the checkpoint with the
+    stand-in vision tower is publishable, the 2 vision tensors (4,224 bytes) named in a warning
+    instead of two unclaimed-tensor errors."""
+    from archsql.publish_check import validate
+
+    draft = _draft(tmp_path, qwen_vision, spec(QWEN, tail=QWEN["tail"] + OMITTED))
+    noticed = []
+    assert validate(draft, qwen_vision.tensors, warnings=noticed) == []
+    [note] = [i for i in noticed if "omitted part" in i.message]
+    assert "vision_tower" in note.message and "2 checkpoint tensors, 4,224 bytes" in note.message
+    assert note.path == "$.omitted.vision_tower" and note.line == _line_of(draft.read_text(), "vision_tower:")
+
+
 def test_omitted_part_errors_are_located(qwen_vision, tmp_path, reconciler):
     """A part whose patterns match nothing (A402 in params, A508 in the checkpoint guard), a part
     covering a tensor the spec models (A205), and a malformed block (A101), each at its line."""

@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from archsql.author.facts import Facts
 from archsql.errors import ArchsqlError, ConfigError, EvaluationError, Issue, ShapeError, SpecError
+from archsql.publish_check import part_indices
 
 GUARDS = ("schema", "structure", "axioms", "coverage", "params", "checkpoint", "source")
 CODES: dict[str, tuple[str, str]] = {
@@ -233,6 +234,7 @@ KIND_CODES: dict[str, str] = {
     "transposed": "A505",
     "reshaped": "A505",
     "bytes": "A506",
+    "omitted_unmatched": "A508",
     "storage_rule": "A507",
     "unreadable": "A507",
     "source": "A601",
@@ -330,16 +332,6 @@ def check(
     return report
 
 
-def _part_counts(omitted: dict, names: list[str]) -> dict[str, list[int]]:
-    """Part name → the indices of ``names`` its patterns match (a name goes to its first part)."""
-    out: dict[str, list[int]] = {p: [] for p in omitted}
-    for i, name in enumerate(names):
-        part = next((p for p in omitted.values() if p.matches(name)), None)
-        if part is not None:
-            out[part.name].append(i)
-    return out
-
-
 def _omitted_where(part) -> str:
     w = part.where
     return f"{w.file}:{w.line}:{w.column} {w.path}"
@@ -360,7 +352,7 @@ def omitted_spec_errors(analysis, spec) -> list[GuardError]:
         return []
     names = sorted({_INDEX.sub("0", w["name"]) for w in analysis.tables["weights"].to_pylist()})
     errors = []
-    for part, hits in _part_counts(spec.omitted, names).items():
+    for part, hits in part_indices(spec.omitted, names).items():
         if hits:
             shown = ", ".join(names[i] for i in hits[:3])
             errors.append(
@@ -387,33 +379,17 @@ def checkpoint_errors(
     ``archsql validate`` code path), and the storage rules that match nothing.  The checkpoint
     tensors of ``omitted`` parts are taken out first and counted apart (``records``); a part
     that matches no checkpoint tensor is A508."""
-    import pyarrow.compute as pc
-
     from archsql.evaluator.storage import NATIVE, bind_storage
+    from archsql.publish_check import split_omitted
 
     binding = bind_storage(analysis, library, profile=NATIVE)
     errors = [_err("A507", i, kind="storage_rule") for i in binding.issues]
     tensors = facts.tensors
     if omitted:
-        names = tensors.column("name").to_pylist()
-        sizes = pc.subtract(tensors["offset_end"], tensors["offset_begin"]).to_pylist()
-        left_out: set[int] = set()
-        for part, hits in _part_counts(omitted, names).items():
-            left_out.update(hits)
-            _record(records, part, checkpoint_tensors=len(hits), checkpoint_bytes=sum(sizes[i] for i in hits))
-            if not hits:
-                errors.append(
-                    GuardError(
-                        "A508",
-                        _omitted_where(omitted[part]),
-                        f"omitted part '{part}' matches no checkpoint tensor",
-                        expected=f"a tensor name matching {', '.join(omitted[part].tensors) or '(no pattern)'}",
-                        hint="write the patterns against the checkpoint's own names (facts: tensors.parquet), "
-                        "or remove the part",
-                    )
-                )
-        if left_out:
-            tensors = tensors.filter(pa.array([i not in left_out for i in range(len(names))]))
+        tensors, counted, unmatched = split_omitted(tensors, omitted)
+        for part, (n, size) in counted.items():
+            _record(records, part, checkpoint_tensors=n, checkpoint_bytes=size)
+        errors += [finding_error(f) for f in unmatched]
     if reconciler is None:
         with Reconciler() as own:
             findings = own.findings(analysis, tensors)
@@ -666,7 +642,7 @@ def params_errors(
     errors: list[GuardError] = []
     if omitted:
         tensors = inv["checkpoint_tensors"]
-        hits = _part_counts(omitted, [t["name"] for t in tensors])
+        hits = part_indices(omitted, [t["name"] for t in tensors])
         left_out = {i for ix in hits.values() for i in ix}
         for part, ix in hits.items():
             counted = inventory_params({"checkpoint_tensors": [tensors[i] for i in ix]})
