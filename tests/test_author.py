@@ -847,18 +847,26 @@ def test_omitted_part_is_compared_apart(qwen_vision, tmp_path, reconciler):
     )
 
 
-def test_validate_compares_the_modelled_part_too(qwen_vision, tmp_path):
-    """`archsql validate` honours omitted: too: the draft against the checkpoint with the
-    stand-in vision tower is publishable, the 2 vision tensors (4,224 bytes) named in a warning
-    instead of two unclaimed-tensor errors."""
-    from archsql.publish_check import validate
+def test_validate_compares_the_modelled_part_too(qwen_vision, tmp_path, monkeypatch):
+    """`archsql validate` honours omitted: too: the reconciliation (replaced here by a stand-in
+    that keeps what it is handed: the real one runs in test_omitted_part_is_compared_apart) gets
+    the checkpoint without the 2 vision tensors, which a warning names (4,224 bytes); against a
+    checkpoint without the part, a warning and no error (a text-only export)."""
+    from archsql import publish_check
 
+    handed = []
+    monkeypatch.setattr(publish_check, "reconcile", lambda tables, table, **kw: handed.append(table) or [])
     draft = _draft(tmp_path, qwen_vision, spec(QWEN, tail=QWEN["tail"] + OMITTED))
     noticed = []
-    assert validate(draft, qwen_vision.tensors, warnings=noticed) == []
+    assert publish_check.validate(draft, qwen_vision.tensors, warnings=noticed) == []
+    names = handed[0].column("name").to_pylist()
+    assert len(names) == qwen_vision.tensors.num_rows - 2 and not any(n.startswith("model.visual.") for n in names)
     [note] = [i for i in noticed if "omitted part" in i.message]
     assert "vision_tower" in note.message and "2 checkpoint tensors, 4,224 bytes" in note.message
     assert note.path == "$.omitted.vision_tower" and note.line == _line_of(draft.read_text(), "vision_tower:")
+    noticed = []
+    assert publish_check.validate(draft, handed[0], warnings=noticed) == []
+    assert any("matches no checkpoint tensor" in i.message for i in noticed)
 
 
 def test_omitted_part_errors_are_located(qwen_vision, tmp_path, reconciler):
