@@ -49,6 +49,7 @@ LAZY_COMMANDS = {
     "diff": ("archsql.design.cli", "diff_cmd"),
     "audit": ("archsql.design.cli", "audit_cmd"),
     "site": ("archsql.site.cli", "site_cmd"),  # archsql site: the static site (archsql/site/)
+    "report": ("archsql.site.cli", "report_cmd"),  # archsql report MODEL --deployment D: one file to share
     "kernels": ("archsql.launch_cli", "kernels_cmd"),  # archsql kernels MODEL --framework vllm@0.11 ...
     "author": ("archsql.author.cli", "author_cmd"),  # archsql author DIR --agent CMD | promote DRAFT --to DIR
     "promote": ("archsql.author.cli", "promote_cmd"),

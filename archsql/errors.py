@@ -26,6 +26,9 @@ class Issue:
     expected: str | None = None
     got: str | None = None
     hint: str | None = None
+    # which check raised it, for callers that act on the kind of problem (never on the
+    # wording): e.g. "dim_unused", "axiom:window_cache" (archsql/author/guards.py RULE_CODES)
+    rule: str | None = None
 
     def location(self) -> str:
         loc = self.file or "<input>"

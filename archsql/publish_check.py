@@ -14,6 +14,10 @@ Guards (design §10) implemented here:
 - **weight** — against a checkpoint: file tensors no spec tensor claims, spec tensors the file
   does not have, element-count mismatches of unquantized tensors, and the byte totals as a
   final checksum; an unreadable checkpoint is a weight error too;
+- **omitted** — a spec's ``omitted:`` parts (a vision tower it does not model): their
+  checkpoint tensors are taken out before reconciling and counted in ``warnings`` (a part
+  matching no tensor is a warning too: a checkpoint may lack the part; the author guards, whose
+  spec is written for the very checkpoint, make it A508);
 - **source** — against the forward source, when given: every stream ``src`` anchor found in
   the modeling file the model names (``source:``), see :mod:`archsql.source_guard`.
 
@@ -42,6 +46,23 @@ from archsql.errors import (
 )
 
 GUARDS = ("analysis", "shape", "packing", "weight", "source")
+# What a finding says is wrong, as data (callers map a kind, never a message's wording):
+KINDS: dict[str, str] = {
+    "analysis": "the spec cannot be evaluated",
+    "shape_error": "tensors that cannot be joined (the evaluator's shape rules)",
+    "storage_rule": "a storage rule that matches nothing or cannot be bound",
+    "source": "a src: anchor not found in the forward source",
+    "unreadable": "the checkpoint cannot be read",
+    "unclaimed": "a file tensor no spec tensor claims",
+    "missing": "a spec tensor the file does not have",
+    "dtype": "a tensor stored in another dtype",
+    "packed_elements": "a quantized part (packed data or scale sibling) with another element count",
+    "elements": "an unquantized tensor with another element count",
+    "transposed": "same element count, the same axes in another order",
+    "reshaped": "same element count, other axis lengths",
+    "bytes": "the byte totals differ (the final checksum)",
+    "omitted_unmatched": "an omitted: part whose patterns match no checkpoint tensor",
+}
 MAX_HINTS = 50  # closest-name hints are computed for the first unclaimed/missing tensors only
 
 
@@ -49,12 +70,16 @@ MAX_HINTS = 50  # closest-name hints are computed for the first unclaimed/missin
 class Finding:
     """One reason a spec is not publishable."""
 
-    guard: str  # analysis | shape | packing | weight
+    guard: str  # analysis | shape | packing | weight | source
+    kind: str  # what is wrong, one of KINDS
     location: str  # file:line:col $.path, or checkpoint file and tensor, or spec file and node
     message: str
     expected: str | None = None
     got: str | None = None
     hint: str | None = None
+
+    def __post_init__(self) -> None:
+        assert self.kind in KINDS, self.kind
 
     def render(self) -> str:
         text = f"[{self.guard}] {self.location}: {self.message}"
@@ -66,11 +91,11 @@ class Finding:
         return text
 
 
-def _from_issue(guard: str, issue: Issue) -> Finding:
+def _from_issue(guard: str, kind: str, issue: Issue) -> Finding:
     location = issue.location() if (issue.file or issue.line is not None) else "<spec>"
     if issue.path:
         location = f"{location} {issue.path}"
-    return Finding(guard, location, issue.message, issue.expected, issue.got, issue.hint)
+    return Finding(guard, kind, location, issue.message, issue.expected, issue.got, issue.hint)
 
 
 def validate(
@@ -98,22 +123,26 @@ def validate(
     try:
         analysis = evaluate(model, library)
     except ShapeError as exc:
-        return [_from_issue("shape", i) for i in exc.issues] or [Finding("shape", str(model), str(exc))]
+        return [_from_issue("shape", "shape_error", i) for i in exc.issues] or [
+            Finding("shape", "shape_error", str(model), str(exc))
+        ]
     except (SpecError, ConfigError, EvaluationError) as exc:
-        return [_from_issue("analysis", i) for i in exc.issues] or [Finding("analysis", str(model), str(exc))]
+        return [_from_issue("analysis", "analysis", i) for i in exc.issues] or [
+            Finding("analysis", "analysis", str(model), str(exc))
+        ]
     if warnings is not None:
         warnings.extend(analysis.warnings)
     profile = profile or NATIVE
     try:
         binding = bind_storage(analysis, library, profile=profile)
     except SpecError as exc:
-        return [_from_issue("analysis", i) for i in exc.issues]
-    errors = [_from_issue("packing", i) for i in binding.issues]
+        return [_from_issue("analysis", "analysis", i) for i in exc.issues]
+    errors = [_from_issue("packing", "storage_rule", i) for i in binding.issues]
     if sources is not None:
         from archsql.source_guard import check_sources
 
         spec = next(iter(analysis.walks.values())).program.model
-        errors += [_from_issue("source", i) for i in check_sources(spec, sources)]
+        errors += [_from_issue("source", "source", i) for i in check_sources(spec, sources)]
     if checkpoint is None:
         return errors
     if isinstance(checkpoint, pa.Table):
@@ -124,7 +153,29 @@ def validate(
         try:
             table = read_checkpoint(checkpoint, offline=offline, revision=revision, endpoint=endpoint)
         except CheckpointError as exc:
-            return errors + [_from_issue("weight", i) for i in exc.issues]
+            return errors + [_from_issue("weight", "unreadable", i) for i in exc.issues]
+    spec = next(iter(analysis.walks.values())).program.model
+    if spec.omitted:  # parts the spec declares it does not model: compared apart
+        table, counted, _ = split_omitted(table, spec.omitted)
+        for name, (n, size) in counted.items():
+            if warnings is None:
+                break
+            w = spec.omitted[name].where
+            # a checkpoint without the part (a text-only export of a vision model) is no error
+            text = (
+                f"{n:,} checkpoint tensors, {size:,} bytes left out of the comparison"
+                if n
+                else "matches no checkpoint tensor (a checkpoint without this part?)"
+            )
+            warnings.append(
+                Issue(
+                    f"omitted part '{name}' ({spec.omitted[name].reason}): {text}",
+                    file=w.file,
+                    line=w.line,
+                    column=w.column,
+                    path=w.path,
+                )
+            )
     tables = dict(analysis.tables)
     if profile != NATIVE:  # evaluate binds every shipped profile; this binding replaces its rows
         stored = tables["storage_tensors"]
@@ -295,6 +346,7 @@ def reconciliation_findings(rows, totals, checkpoint: str, spec_file: str) -> li
             out.append(
                 Finding(
                     "weight",
+                    "unclaimed",
                     file_loc(r),
                     "file tensor is claimed by no spec tensor",
                     got=_fmt(r["actual_dtype"], r["actual_shape"]),
@@ -310,6 +362,7 @@ def reconciliation_findings(rows, totals, checkpoint: str, spec_file: str) -> li
             out.append(
                 Finding(
                     "weight",
+                    "missing",
                     spec_loc(r),
                     f"spec tensor ({what}, scheme {r['scheme']}) is not in the checkpoint",
                     expected=_fmt(r["expected_dtype"], r["expected_shape"]),
@@ -326,6 +379,7 @@ def reconciliation_findings(rows, totals, checkpoint: str, spec_file: str) -> li
             out.append(
                 Finding(
                     "weight",
+                    "bytes",
                     checkpoint,
                     f"total bytes differ by {actual_bytes - expected_bytes:+,} "
                     f"({file_tensors:,} file tensors, {spec_tensors:,} spec tensors)",
@@ -346,6 +400,7 @@ def _mismatch(r, location: str) -> list[Finding]:
         out.append(
             Finding(
                 "packing",
+                "dtype",
                 location,
                 f"stored dtype differs ({r['part']} of {r['tensor']}, node {r['uid']})",
                 expected=r["expected_dtype"],
@@ -357,6 +412,7 @@ def _mismatch(r, location: str) -> list[Finding]:
         out.append(
             Finding(
                 "packing" if quantized else "weight",
+                "packed_elements" if quantized else "elements",
                 location,
                 f"stored element count differs ({r['part']} of {r['tensor']}, node {r['uid']})",
                 expected=f"{r['expected_elements']:,} = {list(r['expected_shape'])}",
@@ -367,17 +423,58 @@ def _mismatch(r, location: str) -> list[Finding]:
             )
         )
     elif list(r["expected_shape"]) != list(r["actual_shape"]):
+        transposed = sorted(r["expected_shape"]) == sorted(r["actual_shape"])
         out.append(
             Finding(
                 "shape",
+                "transposed" if transposed else "reshaped",
                 location,
                 f"tensor cannot be joined: same element count, different shape ({r['part']} of {r['tensor']}, node {r['uid']})",
                 expected=str(list(r["expected_shape"])),
                 got=str(list(r["actual_shape"])),
-                hint="axes in another order (transposed, or dims bound to the wrong config keys)",
+                hint="the same axes in another order: a transposed weight, or in/out dims bound the wrong way round"
+                if transposed
+                else "other axis lengths with the same product: dims bound to the wrong config keys",
             )
         )
     return out
+
+
+def part_indices(omitted: dict, names: list[str]) -> dict[str, list[int]]:
+    """Omitted part name → the indices of ``names`` its patterns match (a name goes to the
+    first part that matches it); ``omitted``: a spec's ``omitted:`` parts."""
+    out: dict[str, list[int]] = {p: [] for p in omitted}
+    for i, name in enumerate(names):
+        part = next((p for p in omitted.values() if p.matches(name)), None)
+        if part is not None:
+            out[part.name].append(i)
+    return out
+
+
+def split_omitted(checkpoint: pa.Table, omitted: dict) -> tuple[pa.Table, dict[str, tuple[int, int]], list[Finding]]:
+    """The checkpoint rows no omitted part matches (what the spec is compared with), each part's
+    (tensors, bytes) left out, and a finding per part that matches no tensor."""
+    names = checkpoint.column("name").to_pylist()
+    sizes = pc.subtract(checkpoint["offset_end"], checkpoint["offset_begin"]).to_pylist()
+    counted, findings, left_out = {}, [], set()
+    for name, hits in part_indices(omitted, names).items():
+        left_out.update(hits)
+        counted[name] = (len(hits), sum(sizes[i] for i in hits))
+        if not hits:
+            part = omitted[name]
+            w = part.where
+            findings.append(
+                Finding(
+                    "weight",
+                    "omitted_unmatched",
+                    f"{w.file}:{w.line}:{w.column} {w.path}",
+                    f"omitted part '{name}' matches no checkpoint tensor",
+                    expected=f"a tensor name matching {', '.join(part.tensors) or '(no pattern)'}",
+                    hint="write the patterns against the checkpoint's own names, or remove the part",
+                )
+            )
+    kept = checkpoint.filter(pa.array([i not in left_out for i in range(len(names))])) if left_out else checkpoint
+    return kept, counted, findings
 
 
 def publishable(errors: list[Finding]) -> bool:
@@ -386,6 +483,7 @@ def publishable(errors: list[Finding]) -> bool:
 
 __all__ = [
     "GUARDS",
+    "KINDS",
     "ArchsqlError",
     "Finding",
     "architecture_warnings",

@@ -65,9 +65,18 @@ def main() -> int:
         f"{'site build':>16}: {report.seconds:6.1f} s for {len(report.models)} models, {report.pages} pages, "
         f"{report.files} files, {report.bytes / 2**20:.1f} MiB {_verdict('build_s', report.seconds)}"
     )
-    data = sum(p.stat().st_size for p in (out / "data").iterdir())
+    files = [p for p in (out / "data").rglob("*.js")]
+    data = sum(p.stat().st_size for p in files)
     print(
         f"{'of which data':>16}: {data / 2**20:6.1f} MiB; vega bundle {(out / 'assets' / 'vega.js').stat().st_size / 2**20:.1f} MiB"
+    )
+    # what one explorer opening reads: its page file and the file of the deployment it shows first
+    pages = [p for p in files if p.parent.name == "data" and p.name.startswith("deploy-")]
+    largest = max(pages, key=lambda p: p.stat().st_size)
+    chunks = sorted(largest.with_suffix("").iterdir(), key=lambda p: p.stat().st_size) if pages else []
+    print(
+        f"{'explorer data':>16}: largest page file {largest.stat().st_size / 2**10:.0f} KiB ({largest.stem}), "
+        f"its deployments' files {chunks[0].stat().st_size / 2**10:.0f}–{chunks[-1].stat().st_size / 2**10:.0f} KiB"
     )
 
     from playwright.sync_api import sync_playwright

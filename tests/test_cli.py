@@ -208,7 +208,7 @@ def test_lazy_commands_are_every_command_their_modules_define():
 
     for name, (module, attr) in LAZY_COMMANDS.items():
         assert getattr(importlib.import_module(module), attr).name == name
-    assert {c.name for c in (*COMMANDS, *AUTHOR_COMMANDS)} | {"corpus", "bench", "site", "kernels"} == set(
+    assert {c.name for c in (*COMMANDS, *AUTHOR_COMMANDS)} | {"corpus", "bench", "site", "report", "kernels"} == set(
         LAZY_COMMANDS
     )
     assert set(LAZY_COMMANDS) <= set(cli.list_commands(None))

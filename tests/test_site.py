@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 from archsql import queries
 from archsql.cli import cli
 from archsql.site.build import show, slug
-from archsql.site.pages import DESIGN, GALLERY, PAGES
+from archsql.site.pages import CORPUS, DEPLOY, DESIGN, GALLERY, PAGES
 
 # Full attention, a sliding window, and an encoder with a real checkpoint attached
 # (all-MiniLM-L6-v2's header: tests/fixtures/tensors) and no decode phase.
@@ -68,7 +69,7 @@ def site(site_db, design_db, tmp_path_factory) -> Path:
     args = ["--db", str(site_db), "site", "--out", str(out), "--design-store", str(design_db)]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert "wrote 8 pages for 3 models" in result.output
+    assert "wrote 9 pages for 3 models" in result.output
     return out
 
 
@@ -126,7 +127,7 @@ def url(site: Path, path: str) -> str:
 
 
 def page_paths() -> list[str]:
-    paths = ["index.html", "design.html"]
+    paths = ["index.html", "corpus.html", "design.html"]
     for model in MODELS:
         paths += [f"{p.slug}/{slug(model)}.html" for p in PAGES if p.per_model]
     return paths
@@ -387,6 +388,8 @@ def test_deployment_explorer_plots_the_selected_deployment(browser, site, site_d
                 if r["deployment"] == deployment
             ),
         )
+    # the throughput frontier plots every deployment and marks the chosen one (a param, not a filter)
+    assert page.page.evaluate("() => ARCHSQL.views.pareto.signal('chosen_deployment')") == deployment
     workload = page.page.input_value("#filter-workload")
     roofline = sorted(key(r, "op", "bound", "arithmetic_intensity", "flops_per_s") for r in page.chart_rows("roofline"))
     assert same(
@@ -504,3 +507,271 @@ def test_page_data_are_the_query_rows(site, site_db):
     expected = rows_of("site_gallery", site_db)
     assert [list(r) for r in rows] == [list(r) for r in expected]
     assert same([list(r.values()) for r in rows], [list(r.values()) for r in expected])
+
+
+# ---------------------------------------------------------------------------- roofline roofs
+
+
+# ---------------------------------------------------------------------------- measured kernels, corpus browser
+
+# Llama-3.1-8B's q_proj and o_proj in prefill_2k on one H200 are GEMMs m = 2048 tokens,
+# n = 32 heads · 128 = 4096, k = 4096 (config hidden_size 4096): 2·2048·4096·4096 = 6.872e10 FLOP,
+# at 989e12 bf16 FLOP/s (archsql/gpus/gpus.csv) 69.49 µs of speed of light (their bytes,
+# 2·(2048·4096 + 4096·4096 + 2048·4096) = 67.1 MB at 4.8e12 B/s, take 14 µs).  Measured at
+# 100 µs: measured / SOL = 100 / 69.49 = 1.439, and its share of the roofline (MFU) 0.695.
+# GEMM 1024³ in 50 µs: MFU 2·1024³ / 50e-6 / 989e12 = 0.0434.  Three rows are rejected.
+CORPUS_CSV = (
+    "op_kind,gpu,library,library_version,kernel,dtype,m,n,k,latency_ms",
+    "gemm,H200 SXM,vllm,0.24.0,cutlass,bf16,2048,4096,4096,0.1",  # line 2: q_proj, o_proj
+    "gemm,H200 SXM,vllm,0.24.0,cutlass,bf16,2048,4096,4096,abc",  # line 3: not a number
+    "gemm,H200 SXM,vllm,0.24.0,cutlass,bf16,1024,1024,1024,0.05",  # line 4: a shape Llama does not run
+    "gemm,H200 SXM,vllm,0.24.0,cutlass,bf16,8192,8192,8192,0.05",  # line 5: MFU 22 > 1
+    "gem,H200 SXM,vllm,0.24.0,cutlass,bf16,64,64,64,0.01",  # line 6: unknown op kind
+)
+
+
+@pytest.fixture(scope="module")
+def corpus_db(store_of, tmp_path_factory) -> Path:
+    """Llama on two deployments and three workloads with the small corpus above imported."""
+    from archsql.kernel_corpus import import_files
+    from archsql.store import keep_deployments, refresh_store
+
+    tmp = tmp_path_factory.mktemp("corpus-site")
+    db = tmp / "store.duckdb"
+    shutil.copyfile(store_of(MODELS[0]), db)
+    with duckdb.connect(str(db)) as con:
+        keep_deployments(con, ["1xH200-single", "8xH200-tp8"])
+        con.execute("delete from workloads where workload not in ('prefill_2k', 'decode_b1_c2k', 'decode_b64_c2k')")
+    refresh_store(db)
+    (tmp / "sweep.csv").write_text("\n".join(CORPUS_CSV) + "\n", encoding="utf-8")
+    (outcome,) = import_files(db, [tmp / "sweep.csv"]).outcomes
+    assert (outcome.rows_read, outcome.rows_kept, outcome.rows_rejected) == (5, 2, 3)
+    return db
+
+
+@pytest.fixture(scope="module")
+def corpus_site(corpus_db, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("corpus-site-out") / "site"
+    result = CliRunner().invoke(cli, ["--db", str(corpus_db), "site", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_explorer_shows_measured_over_sol_where_the_corpus_has_rows(browser, corpus_site, corpus_db):
+    import archsql.kernel_corpus  # noqa: F401  (points kernel_corpus at the store's folder)
+
+    page = Page(browser, url(corpus_site, f"deploy/{slug(MODELS[0])}.html"))
+    page.page.select_option("#filter-deployment", "1xH200-single")
+    page.wait(2)
+    page.page.select_option("#filter-workload", "prefill_2k")
+    page.wait(3)
+    plotted = page.chart_rows("measured")
+    assert sorted((r["uid"], r["policy"]) for r in plotted) == [
+        ("decoder/dense/self_attn.o_proj", "envelope"),
+        ("decoder/dense/self_attn.o_proj", "framework"),
+        ("decoder/dense/self_attn.q_proj", "envelope"),
+        ("decoder/dense/self_attn.q_proj", "framework"),
+    ]
+    for r in plotted:  # each GEMM launches once per layer: 32 layers (config num_hidden_layers)
+        assert r["launches"] == 32 and math.isclose(r["sol_s"], 32 * 2 * 2048 * 4096**2 / 989e12, rel_tol=1e-9)
+        assert math.isclose(r["measured_s"], 32 * 1e-4) and math.isclose(r["measured_over_sol"], 1.43918, rel_tol=1e-5)
+    cols = ("uid", "policy", "measured_with", "sol_s", "measured_s")
+    expected = [
+        r
+        for r in rows_of("site_measured_vs_sol", corpus_db, MODELS[0])
+        if (r["deployment"], r["workload"]) == ("1xH200-single", "prefill_2k")
+    ]
+    assert same(sorted(key(r, *cols) for r in plotted), sorted(key(r, *cols) for r in expected))
+    page.page.select_option("#filter-workload", "decode_b1_c2k")  # m = 1: no row of that signature
+    page.wait(4)
+    assert page.page.is_visible("#fig-measured .empty") and "speed of light only" in page.page.inner_text(
+        "#fig-measured .empty"
+    )
+    assert page.errors() == []
+    page.close()
+
+
+def test_corpus_browser_shows_coverage_efficiency_and_rejects(browser, corpus_site, corpus_db):
+    import archsql.kernel_corpus  # noqa: F401
+
+    page = Page(browser, url(corpus_site, "corpus.html"))
+    assert page.errors() == []
+    for figure in CORPUS.figures:
+        expected = rows_of(figure.source, corpus_db)
+        cols = tuple(c.name for c in figure.columns)
+        cells = page.cells(f"table-{figure.id}")
+        assert same([tuple(c[n][0] for n in cols) for c in cells], [key(r, *cols) for r in expected]), figure.id
+        if figure.chart:
+            assert same(
+                sorted(key(r, *cols) for r in page.chart_rows(figure.id)), sorted(key(r, *cols) for r in expected)
+            )
+    (coverage,) = rows_of("site_corpus_coverage", corpus_db)
+    assert key(coverage, "op_kind", "gpu", "library", "measurements") == ("gemm", "H200 SXM", "vllm", 2)
+    (kernel,) = rows_of("site_corpus_efficiency", corpus_db)  # MFU 0.695 and 0.0434 (derivation above)
+    assert math.isclose(kernel["highest"], 2 * 2048 * 4096**2 / 1e-4 / 989e12, rel_tol=1e-9)
+    assert math.isclose(kernel["lowest"], 2 * 1024**3 / 5e-5 / 989e12, rel_tol=1e-9)
+    rejects = rows_of("site_corpus_rejects", corpus_db)
+    assert sorted((r["field"], r["first_location"].rsplit(":", 1)[1]) for r in rejects) == [
+        ("latency_ms", "3"),
+        ("latency_us", "5"),
+        ("op_kind", "6"),
+    ]
+    assert any("implied MFU" in r["reason"] for r in rejects)
+    page.close()
+
+
+def test_a_store_without_a_corpus_says_so(browser, site):
+    page = Page(browser, url(site, "corpus.html"))
+    for figure in CORPUS.figures:
+        assert page.page.is_visible(f"#fig-{figure.id} .empty"), figure.id
+    assert "has no kernel corpus" in page.page.inner_text("#fig-coverage .empty")
+    page.close()
+    page = Page(browser, url(site, f"deploy/{slug(MODELS[0])}.html"))
+    assert "speed of light only" in page.page.inner_text("#fig-measured .empty")
+    assert page.page.is_visible("#fig-measured .empty") and page.errors() == []
+    page.close()
+
+
+def test_roofline_roofs_are_the_gpu_peaks(site_db):
+    """H200 SXM in archsql/gpus/gpus.csv: 4.8 TB/s HBM, 989 dense bf16 TFLOP/s, so the ridge is
+    989e12 / 4.8e12 = 206.04 FLOP/byte.  Each roof is three points (memory roof's left end, the
+    ridge, the compute roof's right end) and every op point lies on or under its roof."""
+    model, deployment = "Meta-Llama-3.1-8B", "8xH200-tp8"
+    roofs = [r for r in rows_of("site_roofline_roofs", site_db, model) if r["deployment"] == deployment]
+    bf16 = [r for r in roofs if r["roof"] == "bf16 roof"]
+    assert bf16 and {r["point"] for r in bf16} == {1, 2, 3}
+    ridge = next(r for r in bf16 if r["point"] == 2)
+    assert math.isclose(ridge["arithmetic_intensity"], 989e12 / 4.8e12) and ridge["flops_per_s"] == 989e12
+    for r in bf16:
+        assert math.isclose(r["flops_per_s"], min(989e12, 4.8e12 * r["arithmetic_intensity"]))
+    span = [r["arithmetic_intensity"] for r in roofs]  # the roofs span every workload's ops
+    points = [r for r in rows_of("site_roofline", site_db, model) if r["deployment"] == deployment]
+    assert len({p["workload"] for p in points}) > 1
+    for p in points:  # attained ≤ min(peak, bandwidth × intensity), and inside the drawn span
+        assert p["flops_per_s"] <= min(p["peak_flops_per_s"] or 989e12, 4.8e12 * p["arithmetic_intensity"]) * (1 + 1e-9)
+        assert min(span) < p["arithmetic_intensity"] < max(span)
+
+
+def test_explorer_draws_the_roofs_of_the_selected_deployment(browser, site, site_db):
+    model = "Meta-Llama-3.1-8B"
+    page = Page(browser, url(site, f"deploy/{slug(model)}.html"))
+    deployment = page.page.input_value("#filter-deployment")
+    drawn = page.page.evaluate("() => ARCHSQL.views.roofline.data('site_roofline_roofs')")
+    cols = ("roof", "point", "arithmetic_intensity", "flops_per_s")
+    expected = [r for r in rows_of("site_roofline_roofs", site_db, model) if r["deployment"] == deployment]
+    assert len(expected) >= 3 and same(sorted(key(r, *cols) for r in drawn), sorted(key(r, *cols) for r in expected))
+    page.close()
+
+
+# ---------------------------------------------------------------------------- archsql report
+
+REPORT = ("Meta-Llama-3.1-8B", "8xH200-tp8")
+
+
+@pytest.fixture(scope="module")
+def report_html(site_db, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "llama.html"
+    args = ["--db", str(site_db), "report", REPORT[0], "--deployment", REPORT[1], "--format", "html", "--out"]
+    result = CliRunner().invoke(cli, [*args, str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"wrote the html report of {REPORT[0]} on {REPORT[1]} to {out}" in result.output
+    return out
+
+
+def report_expected(site_db: Path, figure, workload: str) -> list[dict]:
+    """The rows the explorer shows for the report's deployment (and workload, where filtered)."""
+    rows = rows_of(figure.source, site_db, REPORT[0])
+    chosen = {"deployment": REPORT[1], "workload": workload}
+    return [r for r in rows if all(r[f] == chosen[f] for f in figure.filters)]
+
+
+@pytest.mark.parametrize(
+    "args, message, hint",
+    [
+        (["Llama-3.1-8B", "-d", "8xH200-tp8"], "model 'Llama-3.1-8B' is not in the store", "Meta-Llama-3.1-8B"),
+        (["Meta-Llama-3.1-8B", "-d", "8xH200-tp"], "deployment '8xH200-tp' is not in the store", "8xH200-tp8"),
+        (["Meta-Llama-3.1-8B", "-d", "8xH200-tp8", "-w", "decode_b1_c2"], "workload 'decode_b1_c2'", "decode_b1_c2k"),
+    ],
+)
+def test_report_unknown_names_are_located(site_db, tmp_path, args, message, hint):
+    result = CliRunner().invoke(cli, ["--db", str(site_db), "report", *args, "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and f"did you mean '{hint}'?" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "r.html").exists()
+
+
+def test_report_html_is_one_file_showing_the_query_rows(browser, report_html, site_db):
+    """No file or network is fetched (every request other than the page itself is aborted and
+    counted); the charts plot and the tables show the explorer's rows for the deployment."""
+    text = report_html.read_text()
+    assert "<script src=" not in text and '<link rel="stylesheet"' not in text
+    page = browser.new_page()
+    fetched: list[str] = []
+
+    def block(route):
+        if route.request.url != report_html.resolve().as_uri():
+            fetched.append(route.request.url)
+            return route.abort()
+        return route.continue_()
+
+    page.route("**/*", block)
+    wrapped = Page.__new__(Page)
+    wrapped.page, wrapped.messages = page, []
+    page.on("console", lambda m: wrapped.messages.append((m.type, m.text)))
+    page.on("pageerror", lambda e: wrapped.messages.append(("pageerror", str(e))))
+    page.goto(url(report_html.parent, report_html.name))
+    wrapped.wait(1)
+    assert fetched == [] and wrapped.errors() == []
+    workload = page.evaluate("() => document.getElementById('report-context').dataset.workload")
+    assert page.evaluate("() => ARCHSQL.views.pareto.signal('chosen_deployment')") == REPORT[1]
+    # without --workload the roofline's is the explorer's first for the deployment
+    roofline = [r for r in rows_of("site_roofline", site_db, REPORT[0]) if r["deployment"] == REPORT[1]]
+    assert workload == roofline[0]["workload"]
+    for figure in DEPLOY.figures:
+        if figure.needs:  # this store has no kernel corpus: the figure says so
+            assert page.is_visible(f"#fig-{figure.id} .empty") and not page.locator(f"#chart-{figure.id}").count()
+            continue
+        expected = report_expected(site_db, figure, workload)
+        cols = tuple(c.name for c in figure.columns)
+        plotted = page.evaluate(
+            "(id) => ARCHSQL.views[id] ? ARCHSQL.views[id].data(ARCHSQL.specs[id].data.name) : []", figure.id
+        )
+        assert expected, figure.id  # every explorer figure has rows for Llama on 8×H200 tp8
+        assert same(sorted(key(r, *cols) for r in plotted), sorted(key(r, *cols) for r in expected)), figure.id
+        cells = wrapped.cells(f"table-{figure.id}")
+        assert same(sorted(tuple(c[n][0] for n in cols) for c in cells), sorted(key(r, *cols) for r in expected))
+    page.close()
+
+
+def test_report_md_has_the_tables_and_svg_charts(site_db, tmp_path):
+    out = tmp_path / "llama.md"
+    args = ["--db", str(site_db), "report", *REPORT[:1], "-d", REPORT[1], "--workload", "decode_b64_c8k"]
+    result = CliRunner().invoke(cli, [*args, "--format", "md", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "roofline at workload **decode_b64_c8k**" in text
+    for figure in DEPLOY.figures:
+        if figure.needs:  # no kernel corpus in this store: its sentence instead of a chart
+            assert f"> {figure.empty}" in text and not (tmp_path / "llama_files" / f"{figure.id}.svg").exists()
+            continue
+        svg = tmp_path / "llama_files" / f"{figure.id}.svg"
+        assert f"![{figure.title}](llama_files/{figure.id}.svg)" in text and svg.read_text().startswith("<svg")
+        section = text.split(f"## {figure.title}\n", 1)[1].split("\n## ", 1)[0]
+        table = [line for line in section.splitlines() if line.startswith("| ")]
+        expected = report_expected(site_db, figure, "decode_b64_c8k")
+        assert len(table) == 2 + len(expected), figure.id  # header, alignment, one line per row
+        first = [show(expected[0][c.name], c) for c in figure.columns]
+        assert table[2] == "| " + " | ".join(first) + " | ", figure.id
+        assert queries.text(figure.source).splitlines()[0] in section  # its SQL
+
+
+def test_report_pdf_is_printed_by_chromium(site_db, tmp_path):
+    if chromium() is None:  # the same lookup as archsql.site.report.chromium
+        pytest.skip("no chromium on this machine (apt-get install chromium; .ci/run installs it)")
+    out = tmp_path / "llama.pdf"
+    args = ["--db", str(site_db), "report", REPORT[0], "-d", REPORT[1], "--format", "pdf", "-o", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    assert data.startswith(b"%PDF-") and f"archsql report: {REPORT[0]} on {REPORT[1]}".encode() in data
+    assert len(re.findall(rb"/Type\s*/Page(?![s\w])", data)) >= 2  # page objects: the tables run over pages

@@ -33,7 +33,7 @@ def _budget(text: str):
 
 
 @click.command("author")
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.argument("source")
 @click.option(
     "--agent",
     "agent_cmd",
@@ -60,21 +60,58 @@ def _budget(text: str):
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Output folder [default: ./author-<folder name>].",
+    help="Output folder [default: ./author-<folder or repo name>].",
+)
+@click.option(
+    "--build-inventory",
+    is_flag=True,
+    help="Without --inventory: build a meta-device inventory on the fly for the params guard "
+    "(needs torch and transformers; neither is an archsql dependency).",
+)
+@click.option("--revision", default=None, help="Revision of a Hub repo id (branch, tag or commit).")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Read a Hub repo id from the local Hugging Face cache only (HF_HUB_OFFLINE=1 does the same).",
 )
 def author_cmd(
-    source: Path, agent_cmd: str, reviewer_cmd: str | None, budget: str, inventory: Path | None, out: Path | None
+    source: str,
+    agent_cmd: str,
+    reviewer_cmd: str | None,
+    budget: str,
+    inventory: Path | None,
+    out: Path | None,
+    build_inventory: bool,
+    revision: str | None,
+    offline: bool,
 ) -> None:
-    """Write a draft spec for the checkpoint folder SOURCE (config.json, safetensors headers,
-    modeling *.py) with an agent, guarded by the worker; writes draft.yaml and report.json/.md."""
-    from archsql.author.facts import gather
+    """Write a draft spec for SOURCE — a checkpoint folder (config.json, safetensors headers,
+    modeling *.py) or a Hugging Face repo id (the HF cache first, then metadata calls; never
+    weights) — with an agent, guarded by the worker; writes draft.yaml and report.json/.md."""
+    from archsql.author.facts import gather, gather_hub
     from archsql.author.loop import CommandAgent, author
 
     plan = _budget(budget)
     agent = CommandAgent(agent_cmd, timeout=plan.seconds)
     reviewer = CommandAgent(reviewer_cmd, timeout=plan.seconds) if reviewer_cmd else None
-    out = out or Path(f"author-{source.resolve().name if source.is_dir() else source.resolve().parent.name}")
-    facts = gather(source, out / "facts", meta_inventory=inventory)
+    path = Path(source).expanduser()
+    if path.exists():
+        out = out or Path(f"author-{path.resolve().name if path.is_dir() else path.resolve().parent.name}")
+        facts = gather(path, out / "facts", meta_inventory=inventory, build_inventory=build_inventory)
+    else:
+        out = out or Path(f"author-{source.split('@')[0].rstrip('/').rsplit('/', 1)[-1]}")
+        facts = gather_hub(
+            source,
+            out / "facts",
+            revision=revision,
+            offline=offline,
+            meta_inventory=inventory,
+            build_inventory=build_inventory,
+        )
+        if facts.tensors is None:
+            click.echo(
+                f"note: no tensor inventory ({facts.provenance.get('tensors_missing')}); the checkpoint guard will not apply"
+            )
     result = author(facts, out, agent, budget=plan, reviewer=reviewer)
     click.echo(f"{result.stopped}; report: {out / 'report.md'}")
     for guard, status in result.final.status.items() if result.final else ():

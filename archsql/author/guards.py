@@ -11,8 +11,14 @@ key) and saying how to write it right.
 | structure | A202 | a dim bound and never used, or used and never bound |
 | structure | A203 | sliding windows that disagree with the config (``layer_types``, ``sliding_window``) |
 | structure | A204 | a node of the model graph whose output nothing reads, or a template no stack schedules |
+| structure | A205 | an ``omitted:`` part whose tensor patterns cover a tensor the spec models |
+| axioms | A701 | a windowed cache and the attention reading it disagree on the positions kept |
+| axioms | A702 | a latent cache (kind ``latent``) with a head-count axis |
+| axioms | A703 | a state cache (SSM, conv, recurrent) that grows with the context or is read in proportion to it; a cache whose tensor's runtime axes disagree with its growth law |
+| axioms | A704 | more active expert copies than experts |
 | coverage | A301 | a config key the spec does not read and does not list under ``config_unused:`` |
-| params | A401 | total parameters differ from the meta inventory's |
+| params | A401 | total parameters of the modelled part differ from the meta inventory's |
+| params | A402 | an ``omitted:`` part whose patterns match no tensor of the meta inventory |
 | checkpoint | A501 | a checkpoint tensor no spec tensor claims |
 | checkpoint | A502 | a spec tensor the checkpoint does not have |
 | checkpoint | A503 | a stored dtype or packed element count that differs (quant scheme) |
@@ -20,12 +26,18 @@ key) and saying how to write it right.
 | checkpoint | A505 | same element count, different shape |
 | checkpoint | A506 | byte totals differ (the final checksum) |
 | checkpoint | A507 | a storage rule that matches nothing, or an unreadable checkpoint |
+| checkpoint | A508 | an ``omitted:`` part whose patterns match no checkpoint tensor |
+
+A spec's ``omitted:`` parts (a vision tower, an audio encoder it does not model) are taken out
+of both sides before params and checkpoint compare, and reported apart (``GuardReport.omitted``:
+tensors, parameters, bytes per part).
 | source | A601 | a stream or cache ``src:`` anchor not found in the modeling source |
 
 Schema, structure and coverage reuse the evaluator's own checks (:func:`archsql.evaluator.evaluate`
 and its unread-config-key warnings); checkpoint reuses the reconciliation of ``archsql validate``
 (:func:`archsql.publish_check.reconcile`, the store's ``checkpoint_reconciliation`` view);
-source reuses :mod:`archsql.source_guard`.  The checkpoint guard, the costly one (a scratch
+source reuses :mod:`archsql.source_guard`; the axioms are queries (``axioms.yaml``) over the
+evaluated tables in an in-memory DuckDB.  The checkpoint guard, the costly one (a scratch
 store), runs last and only when every other guard passed (``full=True`` runs it anyway).
 """
 
@@ -43,8 +55,9 @@ import pyarrow as pa
 
 from archsql.author.facts import Facts
 from archsql.errors import ArchsqlError, ConfigError, EvaluationError, Issue, ShapeError, SpecError
+from archsql.publish_check import part_indices
 
-GUARDS = ("schema", "structure", "coverage", "params", "checkpoint", "source")
+GUARDS = ("schema", "structure", "axioms", "coverage", "params", "checkpoint", "source")
 CODES: dict[str, tuple[str, str]] = {
     "A101": ("schema", "the spec cannot be parsed, bound or evaluated"),
     "A102": ("schema", "tensors that cannot be joined"),
@@ -53,8 +66,14 @@ CODES: dict[str, tuple[str, str]] = {
     "A202": ("structure", "a dim bound and never used, or used and never bound"),
     "A203": ("structure", "sliding windows disagree with the config"),
     "A204": ("structure", "a dangling node or an unscheduled template"),
+    "A205": ("structure", "an omitted part covers a tensor the spec models"),
+    "A701": ("axioms", "a windowed cache and its reader disagree on the positions kept"),
+    "A702": ("axioms", "a latent cache depends on a head count"),
+    "A703": ("axioms", "a cache's growth law disagrees with its tensor (a state that depends on the context)"),
+    "A704": ("axioms", "more experts active per token than exist"),
     "A301": ("coverage", "a config key neither read nor listed under config_unused"),
     "A401": ("params", "total parameters differ from the meta inventory"),
+    "A402": ("params", "an omitted part matches no tensor of the meta inventory"),
     "A501": ("checkpoint", "a checkpoint tensor no spec tensor claims"),
     "A502": ("checkpoint", "a spec tensor the checkpoint does not have"),
     "A503": ("checkpoint", "stored dtype or packed element count differs"),
@@ -62,6 +81,7 @@ CODES: dict[str, tuple[str, str]] = {
     "A505": ("checkpoint", "same element count, different shape"),
     "A506": ("checkpoint", "byte totals differ"),
     "A507": ("checkpoint", "a storage rule matches nothing, or the checkpoint is unreadable"),
+    "A508": ("checkpoint", "an omitted part matches no checkpoint tensor"),
     "A601": ("source", "a src: anchor is not found in the modeling source"),
 }
 
@@ -76,6 +96,7 @@ class GuardError:
     expected: str | None = None
     got: str | None = None
     hint: str | None = None
+    kind: str | None = None  # what is wrong, where a check says it as data (checkpoint: publish_check.KINDS)
 
     @property
     def guard(self) -> str:
@@ -101,6 +122,9 @@ class GuardReport:
 
     status: dict[str, str] = field(default_factory=dict)
     errors: list[GuardError] = field(default_factory=list)
+    # the parts the spec declares omitted, as the params and checkpoint guards counted them:
+    # {part, reason, inventory_tensors, inventory_params, checkpoint_tensors, checkpoint_bytes}
+    omitted: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -119,30 +143,52 @@ def _loc(issue: Issue) -> str:
     return f"{loc} {issue.path}" if issue.path else loc
 
 
-def _err(code: str, issue: Issue) -> GuardError:
-    return GuardError(code, _loc(issue), issue.message, issue.expected, issue.got, issue.hint)
+def _err(code: str, issue: Issue, kind: str | None = None) -> GuardError:
+    return GuardError(code, _loc(issue), issue.message, issue.expected, issue.got, issue.hint, kind)
 
 
-_DIM_USE = re.compile(r"is bound but no node|is used but not bound")
-_UNSCHEDULED = re.compile(r"is declared but no stack schedules it")
+# The code of each evaluator issue tagged with its rule (archsql.errors.Issue.rule): the
+# kind of problem, never its wording, chooses the code.
+RULE_CODES: dict[str, str] = {
+    "dim_unbound": "A202",
+    "dim_unused": "A202",
+    "template_unscheduled": "A204",
+    "axiom:window_cache": "A701",
+    "axiom:chunk_cache": "A701",
+    "axiom:cache_axes": "A703",
+}
 
 
-def _spec_issue_code(issue: Issue) -> str:
-    """Schedule and dim-use issues of the evaluator are structure (A201, A202); the rest schema."""
+def _spec_issue_code(issue: Issue, default: str = "A101") -> str:
+    """Schedule issues (by their YAML path) are structure (A201); tagged issues by their rule
+    (:data:`RULE_CODES`); the rest ``default`` (A101 schema, A102 for shape errors)."""
     path = issue.path or ""
+    if issue.rule in RULE_CODES:
+        return RULE_CODES[issue.rule]
     if ".schedule" in path or path.endswith(".repeat"):
         return "A201"
-    if _DIM_USE.search(issue.message):
-        return "A202"
-    if _UNSCHEDULED.search(issue.message):
-        return "A204"
-    return "A101"
+    return default
+
+
+def _tables_digest(tables: dict[str, pa.Table]) -> str:
+    """A digest of the evaluated tables (the ``models`` row, which names the spec's text by its
+    sha256, left out)."""
+    h = hashlib.sha256()
+    for name in sorted(tables):
+        if name == "models":
+            continue
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, tables[name].schema) as writer:
+            writer.write_table(tables[name])
+        h.update(name.encode() + b"\0" + sink.getvalue().to_pybytes())
+    return h.hexdigest()
 
 
 class Reconciler:
-    """The checkpoint guard's scratch stores, one per evaluated spec (keyed by the spec file,
-    its and its config's content), so a second checkpoint against the same draft adds only its
-    rows.  Without a folder the stores live in a temporary folder removed by :meth:`close`."""
+    """The checkpoint guard's scratch stores, one per evaluated spec (keyed by the spec file's
+    name and the content of its evaluated tables, so drafts that differ only in text that
+    changes no table — a doc, ``config_unused``, ``omitted`` — share one), so a second
+    checkpoint against the same draft adds only its rows.  Without a folder the stores live in a temporary folder removed by :meth:`close`."""
 
     def __init__(self, folder: str | Path | None = None):
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="archsql-author-")
@@ -164,9 +210,10 @@ class Reconciler:
         from archsql.publish_check import reconcile
         from archsql.store import write_store
 
-        models = analysis.tables["models"]
-        sha, spec_file = models.column("spec_sha256")[0].as_py(), models.column("spec_file")[0].as_py()
-        key = hashlib.sha256(f"{analysis.model}\0{sha}\0{spec_file}".encode()).hexdigest()[:16]
+        spec_file = analysis.tables["models"].column("spec_file")[0].as_py()
+        key = hashlib.sha256(f"{analysis.model}\0{spec_file}\0{_tables_digest(analysis.tables)}".encode()).hexdigest()[
+            :16
+        ]
         if key not in self._stores:
             db = self.folder / f"{key}.duckdb"
             write_store(db, analysis.tables)
@@ -174,22 +221,24 @@ class Reconciler:
         return reconcile(None, checkpoint, model=analysis.model, profile="native", store=self._stores[key])
 
 
-def _finding_code(f) -> str:
-    """The code of a reconciliation finding (:func:`archsql.publish_check.reconciliation_findings`:
-    its guard and the head of its message; tests/test_author.py pins A502 and A506)."""
-    if f.guard == "shape":
-        return "A505"
-    if f.message.startswith("file tensor is claimed by no"):
-        return "A501"
-    if f.message.startswith("spec tensor"):
-        return "A502"
-    if f.message.startswith("total bytes"):
-        return "A506"
-    if f.guard == "packing":
-        return "A503"
-    if "element count" in f.message:
-        return "A504"
-    return "A507"
+# The code of each kind of publish-check finding (archsql.publish_check.KINDS): a
+# reconciliation result is mapped by what it says is wrong, never by its wording.
+KIND_CODES: dict[str, str] = {
+    "analysis": "A101",
+    "shape_error": "A102",
+    "unclaimed": "A501",
+    "missing": "A502",
+    "dtype": "A503",
+    "packed_elements": "A503",
+    "elements": "A504",
+    "transposed": "A505",
+    "reshaped": "A505",
+    "bytes": "A506",
+    "omitted_unmatched": "A508",
+    "storage_rule": "A507",
+    "unreadable": "A507",
+    "source": "A601",
+}
 
 
 def check(
@@ -234,11 +283,13 @@ def check(
     try:
         analysis = evaluate(draft, library)
     except ShapeError as exc:
-        report.errors += [_err("A102", i) for i in exc.issues] or [GuardError("A102", str(draft), str(exc))]
+        report.errors += [_err(_spec_issue_code(i, "A102"), i, i.rule) for i in exc.issues] or [
+            GuardError("A102", str(draft), str(exc))
+        ]
     except (SpecError, ConfigError, EvaluationError) as exc:
-        report.errors += [
-            GuardError(_spec_issue_code(i), _loc(i), i.message, i.expected, i.got, i.hint) for i in exc.issues
-        ] or [GuardError("A101", str(draft), str(exc))]
+        report.errors += [_err(_spec_issue_code(i), i, i.rule) for i in exc.issues] or [
+            GuardError("A101", str(draft), str(exc))
+        ]
     if analysis is None:
         for guard in GUARDS:
             report.status[guard] = "failed" if any(e.guard == guard for e in report.errors) else skipped
@@ -247,12 +298,16 @@ def check(
     before, report.errors = report.errors, []
     report._set("schema", before)
     spec = next(iter(analysis.walks.values())).program.model
-    report._set("structure", dangling_errors(spec) + window_errors(analysis, facts))
+    report._set(
+        "structure", dangling_errors(spec) + window_errors(analysis, facts) + omitted_spec_errors(analysis, spec)
+    )
+    report.omitted = [{"part": p.name, "reason": p.reason} for p in spec.omitted.values()]
+    report._set("axioms", axiom_errors(analysis, draft))
     report._set("coverage", [_err("A301", w) for w in analysis.warnings])
     if facts.inventory is None:
         report.status["params"] = "not applicable: no meta inventory in the facts"
     else:
-        errors, note = params_errors(analysis, facts, draft)
+        errors, note = params_errors(analysis, facts, draft, spec.omitted, report.omitted)
         report._set("params", errors)
         if note:  # the oracle cannot say: not a failure, and the report says why
             report.status["params"] = f"not applicable: {note}"
@@ -268,7 +323,7 @@ def check(
         report.status["checkpoint"] = "skipped: runs once the other guards pass"
     else:
         try:
-            errors = checkpoint_errors(analysis, facts, library, reconciler, draft)
+            errors = checkpoint_errors(analysis, facts, library, reconciler, draft, spec.omitted, report.omitted)
         except ArchsqlError as exc:  # a store that cannot hold the draft's tables, say
             errors = [_err("A507", i) for i in exc.issues] or [GuardError("A507", str(draft), str(exc))]
         report._set("checkpoint", errors)
@@ -277,28 +332,142 @@ def check(
     return report
 
 
+def _omitted_where(part) -> str:
+    w = part.where
+    return f"{w.file}:{w.line}:{w.column} {w.path}"
+
+
+def _record(records: list[dict] | None, part: str, **counts) -> None:
+    if records is None:
+        return
+    for r in records:
+        if r["part"] == part:
+            r.update(counts)
+
+
+def omitted_spec_errors(analysis, spec) -> list[GuardError]:
+    """An omitted part whose patterns cover a tensor the spec models contradicts itself: the
+    tensor would be both counted and left out (spec names with their layer/expert indices as 0)."""
+    if not spec.omitted:
+        return []
+    names = sorted({_INDEX.sub("0", w["name"]) for w in analysis.tables["weights"].to_pylist()})
+    errors = []
+    for part, hits in part_indices(spec.omitted, names).items():
+        if hits:
+            shown = ", ".join(names[i] for i in hits[:3])
+            errors.append(
+                GuardError(
+                    "A205",
+                    _omitted_where(spec.omitted[part]),
+                    f"omitted part '{part}' covers {len(hits)} tensor(s) the spec models ({shown})",
+                    hint="narrow its tensors: patterns to the part the spec leaves out, or remove the modelled nodes",
+                )
+            )
+    return errors
+
+
 def checkpoint_errors(
-    analysis, facts: Facts, library, reconciler: Reconciler | None = None, draft: Path | None = None
+    analysis,
+    facts: Facts,
+    library,
+    reconciler: Reconciler | None = None,
+    draft: Path | None = None,
+    omitted: dict | None = None,
+    records: list[dict] | None = None,
 ) -> list[GuardError]:
     """Reconciliation of the facts' tensor inventory against the spec, tensor by tensor (the
-    ``archsql validate`` code path), and the storage rules that match nothing."""
+    ``archsql validate`` code path), and the storage rules that match nothing.  The checkpoint
+    tensors of ``omitted`` parts are taken out first and counted apart (``records``); a part
+    that matches no checkpoint tensor is A508."""
     from archsql.evaluator.storage import NATIVE, bind_storage
+    from archsql.publish_check import split_omitted
 
     binding = bind_storage(analysis, library, profile=NATIVE)
-    errors = [_err("A507", i) for i in binding.issues]
+    errors = [_err("A507", i, kind="storage_rule") for i in binding.issues]
+    tensors = facts.tensors
+    if omitted:
+        tensors, counted, unmatched = split_omitted(tensors, omitted)
+        for part, (n, size) in counted.items():
+            _record(records, part, checkpoint_tensors=n, checkpoint_bytes=size)
+        errors += [finding_error(f) for f in unmatched]
     if reconciler is None:
         with Reconciler() as own:
-            findings = own.findings(analysis, facts.tensors)
+            findings = own.findings(analysis, tensors)
     else:
-        findings = reconciler.findings(analysis, facts.tensors)
+        findings = reconciler.findings(analysis, tensors)
     # the store names the spec by its file name; the report names the draft by its path
     name = str(analysis.tables["models"].column("spec_file")[0].as_py())
     for f in findings:
         location = f.location
         if draft is not None and location.startswith(f"{name} "):
             location = f"{draft}{location[len(name) :]}"
-        errors.append(GuardError(_finding_code(f), location, f.message, f.expected, f.got, f.hint))
+        errors.append(finding_error(f, location))
     return errors
+
+
+def finding_error(finding, location: str | None = None) -> GuardError:
+    """A publish-check finding as a guard error, its code chosen by its kind (:data:`KIND_CODES`)."""
+    f = finding
+    return GuardError(KIND_CODES[f.kind], location or f.location, f.message, f.expected, f.got, f.hint, f.kind)
+
+
+AXIOMS_FILE = Path(__file__).with_name("axioms.yaml")
+AXIOM_TABLES = ("caches", "nodes", "shapes", "edges", "terms", "instances", "dims")
+
+
+@dataclass(frozen=True)
+class Axiom:
+    """One component invariant: a query over the evaluated tables returning the rows that
+    break it (``model, uid, component, expected, got``)."""
+
+    code: str
+    name: str
+    message: str
+    hint: str
+    sql: str
+
+
+def axioms() -> list[Axiom]:
+    """The axioms of :data:`AXIOMS_FILE`, in file order."""
+    import yaml
+
+    return [Axiom(**{k: " ".join(v.split()) if k != "sql" else v for k, v in a.items()}) for a in
+            yaml.safe_load(AXIOMS_FILE.read_text(encoding="utf-8"))]  # fmt: skip
+
+
+def axiom_violations(con) -> list[tuple[Axiom, dict]]:
+    """Every row breaking an axiom, over the tables the DuckDB connection ``con`` holds (one
+    model's Analysis tables, or a store's)."""
+    out = []
+    for axiom in axioms():
+        rel = con.sql(axiom.sql)
+        out += [(axiom, dict(zip(rel.columns, row, strict=True))) for row in rel.fetchall()]
+    return out
+
+
+def axiom_errors(analysis, draft: Path) -> list[GuardError]:
+    """The axioms (:func:`axioms`) on one evaluated draft: its tables in an in-memory DuckDB."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        for name in AXIOM_TABLES:
+            con.register(name, analysis.tables[name])
+        found = axiom_violations(con)
+    finally:
+        con.close()
+    return [
+        GuardError(
+            a.code,
+            f"{draft} {row['uid']}",
+            f"{a.message} (node {row['uid']}, component {row['component']})",
+            expected=row["expected"],
+            got=row["got"],
+            hint=a.hint,
+            kind=a.name,
+        )
+        for a, row in found
+    ]
 
 
 def dangling_errors(spec) -> list[GuardError]:
@@ -436,25 +605,86 @@ def inventory_params(inventory: dict) -> dict[str, int]:
     return dict(out)
 
 
-def spec_params(analysis) -> dict[str, int]:
-    """Parameters per name pattern of the spec: each weight's elements × its instance count."""
+def spec_params(analysis, leave_out: list[re.Pattern] = ()) -> dict[str, int]:
+    """Parameters per name pattern of the spec: each weight's elements × its instance count.
+    ``leave_out``: regular expressions (searched, as transformers' ``ignored_on_load``) over
+    the concrete names, a layer's copies named by its own layer number (from
+    ``layer_schedule``) and other indices by 0; what they match is counted under ``None``."""
     counts = {r["uid"]: r["count"] for r in analysis.tables["instances"].to_pylist()}
-    out: dict[str, int] = defaultdict(int)
+    out: dict[str | None, int] = defaultdict(int)
+    layers: dict[tuple[str, str], list[int]] = defaultdict(list)
+    if leave_out:
+        for r in analysis.tables["layer_schedule"].to_pylist():
+            layers[(r["stack"], r["template"])].append(r["layer"])
+        where = {r["uid"]: (r["stack"], r["template"]) for r in analysis.tables["nodes"].to_pylist()}
     for w in analysis.tables["weights"].to_pylist():
-        out[_pattern(w["name"])] += w["elements"] * counts.get(w["uid"], 1)
+        total = w["elements"] * counts.get(w["uid"], 1)
+        if not leave_out:
+            out[_pattern(w["name"])] += total
+            continue
+        at = layers.get(where.get(w["uid"], (None, None)), []) if "{layer}" in w["name"] else []
+        for layer in at or [None]:
+            name = w["name"] if layer is None else w["name"].replace("{layer}", str(layer))
+            name = re.sub(r"\{[a-z_]+\}", "0", name)
+            share = total // len(at) if at else total
+            out[None if any(p.search(name) for p in leave_out) else _pattern(w["name"])] += share
     return dict(out)
 
 
-def params_errors(analysis, facts: Facts, draft: Path) -> tuple[list[GuardError], str | None]:
-    """Total parameters against the meta inventory (a ``skipped`` note when the inventory
-    leaves out tensors the checkpoint has: transformers' ``ignored_on_load``)."""
+def params_errors(
+    analysis, facts: Facts, draft: Path, omitted: dict | None = None, records: list[dict] | None = None
+) -> tuple[list[GuardError], str | None]:
+    """Total parameters of the modelled part against the meta inventory's, the inventory
+    tensors of ``omitted`` parts taken out and counted apart (``records``); a part matching no
+    inventory tensor is A402.  A note instead when the inventory leaves out tensors the
+    checkpoint has (transformers' ``ignored_on_load``): the oracle cannot say."""
     inv = facts.inventory
-    if inv.get("ignored_on_load"):
-        return [], "the inventory leaves out tensors transformers ignores on load (ignored_on_load)"
-    expected, got = inventory_params(inv), spec_params(analysis)
+    errors: list[GuardError] = []
+    if omitted:
+        tensors = inv["checkpoint_tensors"]
+        hits = part_indices(omitted, [t["name"] for t in tensors])
+        left_out = {i for ix in hits.values() for i in ix}
+        for part, ix in hits.items():
+            counted = inventory_params({"checkpoint_tensors": [tensors[i] for i in ix]})
+            _record(records, part, inventory_tensors=len(ix), inventory_params=sum(counted.values()))
+            if not ix:
+                errors.append(
+                    GuardError(
+                        "A402",
+                        _omitted_where(omitted[part]),
+                        f"omitted part '{part}' matches no tensor of the meta inventory",
+                        expected=f"a tensor name matching {', '.join(omitted[part].tensors) or '(no pattern)'}",
+                        hint="write the patterns against the checkpoint's own names, or remove the part",
+                    )
+                )
+        inv = {**inv, "checkpoint_tensors": [t for i, t in enumerate(tensors) if i not in left_out]}
+    leave_out = []
+    for pattern in inv.get("ignored_on_load") or []:
+        try:
+            leave_out.append(re.compile(pattern))
+        except (re.error, TypeError):
+            return (
+                errors,
+                f"the inventory leaves out tensors by a pattern that is not a regular expression: {pattern!r}",
+            )
+    if leave_out:  # patterns of on-disk tensors the inventory may lack: left out on both sides
+        kept, dropped = [], []
+        for t in inv["checkpoint_tensors"]:
+            (dropped if any(p.search(t["name"]) for p in leave_out) else kept).append(t)
+        inv = {**inv, "checkpoint_tensors": kept}
+    expected, got = inventory_params(inv), spec_params(analysis, leave_out)
+    if leave_out:
+        ignored = got.pop(None, 0)
+        if records is not None:
+            records.append(
+                {"part": "ignored_on_load", "reason": "tensors transformers drops on load (the meta inventory "
+                 "may lack them): the spec's and the inventory's tensors matching them are left out",
+                 "patterns": [p.pattern for p in leave_out], "spec_params": ignored,
+                 "inventory_params": sum(inventory_params({"checkpoint_tensors": dropped}).values())}
+            )  # fmt: skip
     total_e, total_g = sum(expected.values()), sum(got.values())
     if total_e == total_g:
-        return [], None
+        return errors, None
     diffs = sorted(
         (
             (p, got.get(p, 0) - expected.get(p, 0))
@@ -465,6 +695,7 @@ def params_errors(analysis, facts: Facts, draft: Path) -> tuple[list[GuardError]
     )
     shown = "; ".join(f"{p} {d:+,}" for p, d in diffs[:4])
     return [
+        *errors,
         GuardError(
             "A401",
             f"{draft} $.dims",
@@ -473,5 +704,5 @@ def params_errors(analysis, facts: Facts, draft: Path) -> tuple[list[GuardError]
             got=f"{total_g:,}",
             hint=f"largest differences by tensor (spec − inventory): {shown}; check the dims bound to those "
             "tensors' shapes against config.json",
-        )
+        ),
     ], None

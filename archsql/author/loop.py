@@ -279,6 +279,7 @@ def write_report(result: AuthorResult, facts: Facts) -> None:
         "draft_sha256": _sha(result.draft) if result.draft else None,
         "guards": final.status if final else {g: "never ran" for g in GUARDS},
         "unresolved": unresolved,
+        "omitted": final.omitted if final else [],
         "turns": result.turns,
         "claims": result.claims,
     }
@@ -301,6 +302,11 @@ def write_report(result: AuthorResult, facts: Facts) -> None:
         for e in t["errors"]:
             where = f" {e['location']}" if e.get("location") else ""
             lines.append(f"- {e.get('code') or 'agent'}{where}: {e['message']}")
+    if data["omitted"]:
+        lines += ["", "## Omitted parts (compared apart)"]
+        for part in data["omitted"]:
+            counts = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in part.items() if isinstance(v, int))
+            lines.append(f"- {part['part']}: {part['reason']}" + (f" ({counts})" if counts else ""))
     if unresolved:
         lines += ["", "## Unresolved", *[f"- {e['code']} {e['location']}: {e['message']}" for e in unresolved]]
     if result.claims:

@@ -147,7 +147,10 @@ def assemble(facts: Facts, library=None, *, n_examples: int = N_EXAMPLES) -> str
         "folder). It must read `config: config.json` (the copy beside the draft). The worker checks it with "
         "the guards below and sends back every error with its code and location; fix them and write the "
         "file again. Bind every dim from `config.<key>`; list a config key the spec deliberately does not "
-        "read under `config_unused:` with the reason. Never hard-code a number the config gives.",
+        "read under `config_unused:` with the reason. A part of the checkpoint the spec does not model "
+        "(a vision tower, an audio encoder) goes under `omitted: { NAME: { tensors: [glob, ...], config: "
+        "[key, ...], reason: TEXT } }`: the params and checkpoint guards then compare the rest. Never "
+        "hard-code a number the config gives.",
         "## Guards and error codes",
         *[f"- {code} [{guard}] {what}" for code, (guard, what) in sorted(CODES.items())],
         "## Spec schema: model keys",

@@ -133,6 +133,7 @@ def _check_unused_dims(col, spec, programs, library) -> None:
                 Where(dims_where.file, dims_where.line, dims_where.column, "$.dims"),
                 f"dim '{dim}' is used but not bound by model '{spec.name}'" + (f" (used at {at})" if at else ""),
                 hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted",
+                rule="dim_unbound",
             )
     for dim in spec.dims:
         if dim in library.dims and dim not in used and library.dims[dim]["kind"] != "context":
@@ -141,6 +142,7 @@ def _check_unused_dims(col, spec, programs, library) -> None:
                 spec.dims_where[dim],
                 f"dim '{dim}' is bound but no node of model '{spec.name}' uses it",
                 hint=f"remove the binding (in a derived model: '{dim}: null'), or use it in a node's dims",
+                rule="dim_unused",
             )
 
 

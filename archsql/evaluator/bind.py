@@ -161,7 +161,9 @@ def unread_config_warnings(model: ModelSpec, config: Any, path: Path) -> list[Is
     if not isinstance(config, ConfigReads):
         return []
     out = []
-    acknowledged = {".".join(k.split(".")[: i + 1]) for k in model.config_unused for i in range(k.count(".") + 1)}
+    # config_unused keys, and the config keys of the parts the spec declares omitted
+    said = [*model.config_unused, *(k for part in model.omitted.values() for k in part.config)]
+    acknowledged = {".".join(k.split(".")[: i + 1]) for k in said for i in range(k.count(".") + 1)}
     for key in unread_keys(config, config_references(model) | acknowledged, ignored_config_keys()):
         out.append(
             Issue(

@@ -350,6 +350,7 @@ class _Expander(StreamExpansion, ScheduleExpansion):
                 model.templates_where[unused[0]],
                 f"template '{unused[0]}' is declared but no stack schedules it",
                 hint="remove it or add it to a schedule",
+                rule="template_unscheduled",
             )
         program = Program(model, self.phase, self.nodes, stacks, outputs, self.streams)
         if not self.col.issues:

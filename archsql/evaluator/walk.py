@@ -136,6 +136,7 @@ def _cache_fact(family: str, entry, node: IRNode, shape: list[Axis], axis_of, co
                 + ")",
                 got="[" + ", ".join(a.label for a in shape) + "]",
                 hint="a state cache holds [B, ...]; a per-token, windowed or compressed cache holds [B, s, ...]",
+                rule="axiom:cache_axes",
             )
         )
         return None
@@ -232,6 +233,7 @@ def _check_windowed_caches(results: dict[str, NodeResult], col: Collector) -> No
                         expected=f"growth: window with the attention's window ({sorted(windows[scope])[0]})",
                         got=f"growth: {fact.growth}" + (f", window {fact.window.value}" if fact.window else ""),
                         hint="write growth: window, window: <the same dim as the attention's window>",
+                        rule="axiom:window_cache",
                     )
                 )
 
@@ -267,6 +269,7 @@ def _check_chunked_caches(results: dict[str, NodeResult], col: Collector) -> Non
                     else "no chunk law (the attention is not chunked)",
                     got=f"growth: {fact.growth}" + (f", chunk {fact.chunk.value}" if fact.chunk else ""),
                     hint="write growth: chunk, chunk: <the same dim as the attention's chunk>",
+                    rule="axiom:chunk_cache",
                 )
             )
 
@@ -343,6 +346,7 @@ class _Walker:
                     line=model.where["dims"].line if "dims" in model.where else None,
                     path="$.dims",
                     hint=f"bind it under dims:, e.g. '{dim}: config.<key>' — dims are never defaulted",
+                    rule="dim_unbound",
                 )
             )
 

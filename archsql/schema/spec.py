@@ -49,7 +49,12 @@ MODEL_KEYS = (
     # config keys the spec has read and deliberately does not bind: key (dotted) → why
     # (archsql.evaluator.bind.unread_config_warnings; archsql/specs/config_keys.yaml)
     "config_unused",
+    # parts of the checkpoint the spec deliberately does not model (a vision tower, an audio
+    # encoder): name → {tensors: [globs], config: [keys], reason}; the author guards compare
+    # the modelled part only and report these apart (archsql.author.guards)
+    "omitted",
 )
+OMITTED_KEYS = ("tensors", "config", "reason")
 STACK_KEYS = ("repeat", "path", "streams", "schedule", "role", "first_layer")
 STACK_ROLES = ("decoder", "mtp", "vision")
 # A stack's streams (docs/specir.md "Streams"): the carried residual ({carries: true}), an
@@ -196,6 +201,24 @@ class StackSpec:
     stream_specs: dict[str, StreamSpec] = field(default_factory=dict)  # parsed ``streams:``
 
 
+@dataclass(frozen=True)
+class OmittedPart:
+    """A part of the checkpoint a spec does not model: its checkpoint tensors (glob patterns
+    over the stored names, ``*`` across dots), the config keys (dotted) that configure only it,
+    and why it is left out."""
+
+    name: str
+    tensors: tuple[str, ...]
+    config: tuple[str, ...]
+    reason: str
+    where: Where
+
+    def matches(self, name: str) -> bool:
+        from fnmatch import fnmatchcase
+
+        return any(fnmatchcase(name, p) for p in self.tensors)
+
+
 @dataclass
 class ModelSpec:
     name: str
@@ -224,6 +247,8 @@ class ModelSpec:
     source: list[str] = field(default_factory=list)
     # config keys the spec does not bind, each with the reason (``config_unused:``)
     config_unused: dict[str, str] = field(default_factory=dict)
+    # parts of the checkpoint left out of the model (``omitted:``), by name
+    omitted: dict[str, OmittedPart] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -603,13 +628,13 @@ def _template_dims(col: Collector, raw: Any, tname: str, tpath: str, out: dict, 
 
 
 def _merge(base: LocDict, child: LocDict) -> LocDict:
-    """Child keys replace base keys; ``dims`` and ``config_unused`` merge key by key.  Positions are kept."""
+    """Child keys replace base keys; ``dims``, ``config_unused`` and ``omitted`` merge key by key.  Positions are kept."""
     out = LocDict(base)
     out.file, out.line, out.column = child.file, child.line, child.column
     out._key_pos = {**getattr(base, "_key_pos", {}), **getattr(child, "_key_pos", {})}
     out._val_pos = {**getattr(base, "_val_pos", {}), **getattr(child, "_val_pos", {})}
     for key, value in child.items():
-        if key in ("dims", "config_unused") and isinstance(value, dict) and isinstance(base.get(key), dict):
+        if key in ("dims", "config_unused", "omitted") and isinstance(value, dict) and isinstance(base.get(key), dict):
             value = _merge(base[key], value)
         if value is None:  # `key: null` in a derived model drops an inherited entry
             out.pop(key, None)
@@ -898,8 +923,63 @@ def parse_model(path: Path, data: Any | None = None) -> tuple[ModelSpec | None, 
         where={k: _where(col.file, data, k, f"$.{k}") for k in data},
         source=_str_list(col, data, "source", "$") if "source" in data else [],
         config_unused=_config_unused(col, data),
+        omitted=_omitted(col, data),
     )
     return spec, col
+
+
+def _omitted(col: Collector, data: LocDict) -> dict[str, OmittedPart]:
+    """``omitted:``, part name → ``{tensors: [glob, …], config: [key, …], reason: text}``."""
+    raw = data.get("omitted")
+    if raw is None:
+        return {}
+    example = (
+        "omitted: { vision_tower: { tensors: ['model.visual.*'], config: [vision_config], "
+        "reason: the vision encoder is not modelled } }"
+    )
+    if not isinstance(raw, dict):
+        col.add(data, "omitted", "$.omitted", "omitted must map a part name → {tensors, config, reason}",
+                expected="mapping", got=type_name(raw), hint=example, value=True)  # fmt: skip
+        return {}
+    out = {}
+    for name, part in raw.items():
+        path = f"$.omitted.{name}"
+        if not isinstance(part, dict):
+            col.add(raw, name, path, f"omitted part '{name}' must be a mapping",
+                    expected="{tensors, config, reason}", got=type_name(part), hint=example, value=True)  # fmt: skip
+            continue
+        ok = True
+        for key in part:
+            if key not in OMITTED_KEYS:
+                col.add(part, key, f"{path}.{key}", f"unknown key '{key}' in omitted part '{name}'",
+                        hint=did_you_mean(str(key), OMITTED_KEYS) or f"keys: {', '.join(OMITTED_KEYS)}")  # fmt: skip
+                ok = False
+        lists = {}
+        for key in ("tensors", "config"):
+            value = part.get(key, [])
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+                col.add(part, key, f"{path}.{key}", f"{key} of omitted part '{name}' must be a list of names",
+                        expected="a list of strings", got=type_name(value), hint=example, value=True)  # fmt: skip
+                ok = False
+                continue
+            lists[key] = tuple(value)
+        if ok and not lists.get("tensors") and not lists.get("config"):
+            col.add(raw, name, path, f"omitted part '{name}' names no tensors and no config keys",
+                    hint=example, value=True)  # fmt: skip
+            ok = False
+        reason = part.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            col.add(part if "reason" in part else raw, "reason" if "reason" in part else name, f"{path}.reason",
+                    f"say why part '{name}' is not modelled", expected="a reason (text)",
+                    got=type_name(reason), hint=example, value=True)  # fmt: skip
+            ok = False
+        if ok:
+            out[str(name)] = OmittedPart(
+                str(name), lists["tensors"], lists["config"], reason, _where(col.file, raw, name, path)
+            )
+    return out
 
 
 def _config_unused(col: Collector, data: LocDict) -> dict[str, str]:

@@ -129,15 +129,48 @@ def _prepare(out: Path) -> None:
 
 
 def _sources(store: str | None = None) -> list[str]:
-    return list(dict.fromkeys(f.source for page in PAGES if store in (None, page.store) for f in page.figures))
+    return list(
+        dict.fromkeys(s for page in PAGES if store in (None, page.store) for f in page.figures for s in f.sources)
+    )
 
 
-def _run_sources(db: Path, store: str) -> dict[str, pa.Table]:
+def _needs(store: str) -> dict[str, str]:
+    """source -> the relation it needs that only some stores hold (the kernel corpus's)."""
+    return {s: f.needs for page in PAGES if page.store == store for f in page.figures if f.needs for s in f.sources}
+
+
+def relations(db: Path) -> set[str]:
+    """The tables and views of the store."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {
+            r[0]
+            for r in con.execute(
+                "select table_name from duckdb_tables() union select view_name from duckdb_views()"
+            ).fetchall()
+        }
+
+
+def _run_sources(
+    db: Path, store: str, names: Iterable[str] | None = None, model: str | None = None
+) -> dict[str, pa.Table]:
+    """The rows of each source of the pages of ``store`` (or of ``names``); with ``model``
+    only that model's rows of a saved query (its filter pushed into the query)."""
     from archsql.api import query
 
     out = {}
-    for name in _sources(store):
-        if name in queries.saved():
+    needs = _needs(store)
+    present = relations(db) if needs else set()
+    if present & set(needs.values()):
+        import archsql.kernel_corpus  # noqa: F401  (its query hook points kernel_corpus at the store's folder)
+    for name in names if names is not None else _sources(store):
+        if name in needs and needs[name] not in present:  # the figure says the store has none
+            out[name] = pa.table({})
+        elif name in queries.saved() and model is not None:
+            sql = queries.text(name).strip().rstrip(";")
+            out[name] = query(f"select * from (\n{sql}\n) where model = {_literal(model)}", db=db)
+        elif name in queries.saved():
             out[name] = queries.run(name, db=db)
         else:
             try:
@@ -151,6 +184,10 @@ def _run_sources(db: Path, store: str) -> dict[str, pa.Table]:
                     [Issue("write a comparison into it first: archsql compare SLOT -C … --store PATH")],
                 ) from None
     return out
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _empty_sources(store: str) -> dict[str, pa.Table]:
@@ -212,7 +249,7 @@ def _finite(v: Any) -> Any:
 
 
 def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[str]) -> int:
-    data = {f.source: by_model[f.source].get(model, []) for f in page.figures}
+    data = {s: by_model[s].get(model, []) for f in page.figures for s in f.sources}
     controls = {
         c: list(dict.fromkeys(r[c] for f in page.figures if c in f.filters for r in data[f.source] if c in r))
         for c in page.controls
@@ -224,15 +261,24 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
         name = f"{page.slug}/{slug(model)}.html"
     data_file = f"data/{page.slug}.js" if model is None else f"data/{page.slug}-{slug(model)}.js"
     root = "" if model is None else "../"
+    split = _split_sources(page)
     payload = {
-        "data": {name: _columnar(rows) for name, rows in data.items()},
+        "data": {name: _columnar(rows) for name, rows in data.items() if name not in split},
         "specs": specs,
         "filters": {f.id: list(f.filters) for f in page.figures},
+        "sources": {f.id: list(f.sources) for f in page.figures if f.chart},
+        "split": {"field": page.split, "sources": sorted(split), "files": {}} if split else None,
     }
-    (out / data_file).write_text(
-        "ARCHSQL.load(" + json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str) + ");\n",
-        encoding="utf-8",
-    )
+    if split:  # one file per value of the split control, loaded when it is picked
+        folder = data_file.removesuffix(".js")
+        (out / folder).mkdir(exist_ok=True)
+        values = dict.fromkeys(r[page.split] for name in split for r in data[name])
+        for value in values:
+            chunk = f"{folder}/{slug(str(value))}.js"
+            rows = {name: _columnar([r for r in data[name] if r[page.split] == value]) for name in split}
+            _write_js(out / chunk, "ARCHSQL.chunk(" + _json(value) + "," + _json(rows) + ");\n")
+            payload["split"]["files"][value] = root + chunk
+    _write_js(out / data_file, "ARCHSQL.load(" + _json(payload) + ");\n")
     html = env.get_template(f"{page.slug}.html.j2").render(
         page=page,
         pages=PAGES,
@@ -248,11 +294,29 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
     return 1
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+
+
+def _write_js(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def _split_sources(page: Page) -> set[str]:
+    """The sources whose rows go into the per-value files of ``page.split``: those of the
+    figures it filters (a source another figure reads whole stays in the page's file)."""
+    if not page.split:
+        return set()
+    split = {s for f in page.figures if page.split in f.filters for s in f.sources}
+    whole = {s for f in page.figures if page.split not in f.filters for s in f.sources}
+    return split - whole
+
+
 @functools.cache
 def _spec(figure: Figure) -> dict[str, Any]:
     """A figure's Vega-Lite spec (the same on every model's page: made once)."""
     assert figure.chart is not None
-    return figure.chart(figure.source)
+    return figure.chart(*figure.sources)
 
 
 def _graph_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -90,9 +90,11 @@ def step_time(name: str) -> dict[str, Any]:
     return chart.resolve_scale(x="independent", y="independent").to_dict(validate=True)
 
 
-def roofline(name: str) -> dict[str, Any]:
-    return _spec(
-        alt.Chart(alt.NamedData(name))
+def roofline(name: str, roofs: str | None = None) -> dict[str, Any]:
+    """Each op kind at its intensity and attained FLOP/s; with ``roofs`` (the rows of
+    site_roofline_roofs) the GPU's HBM roof and compute peaks drawn as lines under them."""
+    points = (
+        alt.Chart()
         .mark_point(filled=True, size=80)
         .encode(
             x=alt.X("arithmetic_intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)"),
@@ -110,6 +112,36 @@ def roofline(name: str) -> dict[str, Any]:
             ],
         )
     )
+    if roofs is None:
+        return _spec(points.properties(data=alt.NamedData(name)))
+    lines = (
+        alt.Chart(alt.NamedData(roofs))
+        .mark_line(color="#888", strokeDash=[4, 3])
+        .encode(
+            x="arithmetic_intensity:Q",
+            y="flops_per_s:Q",
+            detail="roof:N",
+            order="point:O",
+            tooltip=[
+                "roof:N",
+                "gpu:N",
+                alt.Tooltip("peak_flops_per_s:Q", format=".3e"),
+                alt.Tooltip("hbm_bytes_per_s:Q", format=".3e"),
+                alt.Tooltip("ridge:Q", format=".3g", title="ridge (FLOP/byte)"),
+            ],
+        )
+    )
+    labels = (
+        alt.Chart(alt.NamedData(roofs))
+        .transform_filter("datum.point == 3")
+        .mark_text(align="right", dy=-7, fontSize=10, color="#555")
+        .encode(x="arithmetic_intensity:Q", y="flops_per_s:Q", text="roof:N")
+    )
+    return (
+        alt.layer(lines, labels, points, data=alt.NamedData(name))
+        .properties(width=WIDTH, height=HEIGHT)
+        .to_dict(validate=True)
+    )
 
 
 def max_batch(name: str) -> dict[str, Any]:
@@ -126,7 +158,11 @@ def max_batch(name: str) -> dict[str, Any]:
 
 
 def pareto(name: str) -> dict[str, Any]:
-    """Every decode point that fits; the frontier's points labelled with their deployment."""
+    """Every decode point that fits; the frontier's points labelled with their deployment, and
+    the deployment chosen on the page (the param ``chosen_deployment``, which the page sets to
+    its deployment control's value) ringed and labelled."""
+    chosen = alt.param(name="chosen_deployment", value="")
+    is_chosen = "datum.deployment === chosen_deployment"
     base = alt.Chart().encode(
         x=alt.X("tokens_per_s_per_user:Q", scale=alt.Scale(type="log"), title="tokens/s per user"),
         y=alt.Y("tokens_per_s_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens/s per GPU"),
@@ -134,6 +170,8 @@ def pareto(name: str) -> dict[str, Any]:
     points = base.mark_point(filled=True).encode(
         color=alt.Color("on_frontier:N", title="Pareto frontier", sort=[True, False]),
         size=alt.condition("datum.on_frontier", alt.value(110), alt.value(40)),
+        stroke=alt.condition(is_chosen, alt.value("#111"), alt.value(None)),
+        strokeWidth=alt.condition(is_chosen, alt.value(2), alt.value(0)),
         tooltip=[
             "deployment:N",
             "workload:N",
@@ -144,15 +182,84 @@ def pareto(name: str) -> dict[str, Any]:
         ],
     )
     labels = (
-        base.transform_filter("datum.on_frontier")
+        base.transform_filter(f"datum.on_frontier && !({is_chosen})")
         .mark_text(align="left", dx=7, dy=-6, fontSize=10)
         .encode(text=alt.Text("deployment:N"))
     )
+    chosen_labels = (
+        base.transform_filter(is_chosen)
+        .mark_text(align="left", dx=7, dy=-6, fontSize=10, fontWeight="bold")
+        .encode(text=alt.Text("deployment:N"))
+    )
     return (
-        alt.layer(points, labels, data=alt.NamedData(name))
+        alt.layer(points, labels, chosen_labels, data=alt.NamedData(name))
+        .add_params(chosen)
         .properties(width=WIDTH, height=HEIGHT)
         .to_dict(validate=True)
     )
+
+
+def measured_vs_sol(name: str) -> dict[str, Any]:
+    """Measured time over speed of light per kernel, one mark per policy and framework (1: at SOL)."""
+    return _spec(
+        alt.Chart(alt.NamedData(name))
+        .transform_calculate(measured_by="datum.policy + ': ' + datum.measured_with")
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("measured_over_sol:Q", scale=alt.Scale(type="log"), title="measured time / speed of light"),
+            y=alt.Y("uid:N", sort=alt.EncodingSortField("sol_s", order="descending"), title=None),
+            color=alt.Color("measured_by:N", title="measured with"),
+            tooltip=[
+                "uid:N",
+                "op_kind:N",
+                "measured_by:N",
+                "library_version:N",
+                "kernel:N",
+                alt.Tooltip("sol_s:Q", format=".3e"),
+                alt.Tooltip("measured_s:Q", format=".3e"),
+                alt.Tooltip("measured_over_sol:Q", format=".3g"),
+            ],
+        )
+    )
+
+
+def corpus_coverage(name: str) -> dict[str, Any]:
+    """One cell per op kind × library, one panel per GPU, shaded by the measurements it holds."""
+    cells = (
+        alt.Chart()
+        .mark_rect()
+        .encode(
+            x=alt.X("library:N", title="library"),
+            y=alt.Y("op_kind:N", title="op kind"),
+            color=alt.Color("measurements:Q", scale=alt.Scale(type="log"), title="measurements"),
+            tooltip=["op_kind:N", "gpu:N", "library:N", "measurements:Q", "library_versions:N", "kernels:Q"],
+        )
+        .properties(width=alt.Step(60), height=alt.Step(18))
+    )
+    return alt.FacetChart(data=alt.NamedData(name), spec=cells, facet=alt.Facet("gpu:N", title=None)).to_dict(
+        validate=True
+    )
+
+
+def corpus_efficiency(name: str) -> dict[str, Any]:
+    """Each kernel's lowest–highest share of the roofline as a bar, its median as a point."""
+    base = alt.Chart().transform_calculate(
+        label="datum.gpu + ' · ' + datum.library + ' ' + datum.library_version + ' · ' + datum.kernel"
+    )
+    y = alt.Y("label:N", title=None, sort=None)
+    span = base.mark_rule(strokeWidth=3, opacity=0.5).encode(
+        x=alt.X("lowest:Q", scale=alt.Scale(domain=[0, 1]), title="share of the roofline (roofline / measured time)"),
+        x2="highest:Q",
+        y=y,
+        color=alt.Color("op_kind:N", title="op kind"),
+    )
+    median = base.mark_point(filled=True, size=60).encode(
+        x="median:Q",
+        y=y,
+        color="op_kind:N",
+        tooltip=["label:N", "op_kind:N", "measurements:Q", "lowest:Q", "median:Q", "highest:Q"],
+    )
+    return alt.layer(span, median, data=alt.NamedData(name)).properties(width=WIDTH).to_dict(validate=True)
 
 
 def comparison(field: str, title: str):

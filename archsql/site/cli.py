@@ -65,3 +65,45 @@ def site_cmd(db: Path, out: Path, models: tuple[str, ...], design_store: Path | 
             pass
         finally:
             server.server_close()
+
+
+@click.command("report")
+@click.argument("model")
+@click.option("--deployment", "-d", required=True, help="The deployment (a row of the store's deployments table).")
+@click.option(
+    "--workload",
+    "-w",
+    default=None,
+    help="The workload of the roofline (default: the deployment's first, as the explorer shows it).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md", "pdf"]),
+    default="html",
+    show_default=True,
+    help="html: one self-contained file; md: tables plus SVG charts in <stem>_files/; pdf: printed by chromium.",
+)
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The file to write (default: report-<model>-<deployment>.<format>).",
+)
+@click.pass_obj
+def report_cmd(db: Path, model: str, deployment: str, workload: str | None, fmt: str, out: Path | None) -> None:
+    """Write the deployment explorer of MODEL on one deployment as one file to share.
+
+    Memory per device by part, step time by what bounds each op, the roofline with the GPU's
+    roofs, max batch vs context and the throughput frontier: the site's saved queries
+    (archsql/queries/site_*.sql), each figure with its rows and its SQL.
+    """
+    from archsql.site.report import write_report
+
+    written = write_report(db, model, deployment, workload, fmt, out)
+    extra = f" and {plural(len(written.images), 'chart')} in {written.images[0].parent}" if written.images else ""
+    console().print(
+        f"wrote the {fmt} report of {model} on {deployment} to {written.path} ({human_bytes(written.bytes)}){extra}",
+        highlight=False,
+    )

@@ -35,6 +35,12 @@ class Figure:
     columns: tuple[Column, ...] = ()  # a table when given
     filters: tuple[str, ...] = ()  # page controls whose field filters this figure's rows
     note: str = ""
+    also: tuple[str, ...] = ()  # more saved queries the chart draws (their rows filtered like `source`'s)
+    needs: str = ""  # a relation only some stores hold (the kernel corpus's): without it the figure has no rows
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return (self.source, *self.also)
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,9 @@ class Page:
     per_model: bool = False
     intro: str = ""
     store: str = "main"  # "main": the --db store; "design": the --design-store of `archsql compare`
+    # a control whose value splits the rows of the figures it filters into one data file per
+    # value, loaded when the value is picked (the explorer: one file per deployment)
+    split: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -137,11 +146,17 @@ INSPECTOR = Page(
     ),
 )
 
+NO_MEASURED = (
+    "The kernel corpus holds no measured kernel with the signature of any kernel of this step (this deployment "
+    "and workload), or the store has no corpus (`archsql corpus import …` adds one): the step is speed of light only."
+)
+
 DEPLOY = Page(
     slug="deploy",
     title="Deployment explorer",
     per_model=True,
     controls=("deployment", "workload"),
+    split="deployment",
     intro="Speed of light and memory of this model on one deployment; pick the deployment and the workload.",
     figures=(
         Figure(
@@ -151,6 +166,16 @@ DEPLOY = Page(
             "The store has no per-device memory rows for this model on this deployment.",
             chart=charts.device_memory,
             filters=("deployment",),
+            columns=(
+                Column("workload", "workload"),
+                Column("stage", "stage", "human"),
+                Column("batch", "batch", "human"),
+                Column("context", "context", "human"),
+                Column("part", "part"),
+                Column("bytes", "bytes", "bytes"),
+                Column("usable_bytes", "usable", "bytes"),
+                Column("fits", "fits"),
+            ),
         ),
         Figure(
             "step_time",
@@ -159,6 +184,13 @@ DEPLOY = Page(
             "The store has no speed-of-light rows for this model on this deployment.",
             chart=charts.step_time,
             filters=("deployment",),
+            columns=(
+                Column("workload", "workload"),
+                Column("phase", "phase"),
+                Column("bound", "bound by"),
+                Column("ops", "ops", "human"),
+                Column("time_s", "time", "seconds"),
+            ),
         ),
         Figure(
             "roofline",
@@ -167,6 +199,42 @@ DEPLOY = Page(
             "The store has no op rows with FLOPs and bytes for this model, deployment and workload.",
             chart=charts.roofline,
             filters=("deployment", "workload"),
+            also=("site_roofline_roofs",),
+            columns=(
+                Column("phase", "phase"),
+                Column("op", "op"),
+                Column("bound", "bound by"),
+                Column("flops", "FLOPs", "human"),
+                Column("bytes", "bytes", "bytes"),
+                Column("arithmetic_intensity", "FLOP / byte", "human"),
+                Column("flops_per_s", "attained FLOP/s", "human"),
+                Column("peak_flops_per_s", "peak FLOP/s", "human"),
+            ),
+            note="Dashed: the GPU's roofs (gpus table): HBM bandwidth × intensity up to the peak of each math dtype "
+            "the ops use (site_roofline_roofs).",
+        ),
+        Figure(
+            "measured",
+            "Measured kernel time over speed of light",
+            "site_measured_vs_sol",
+            NO_MEASURED,
+            chart=charts.measured_vs_sol,
+            filters=("deployment", "workload"),
+            needs="measured_vs_sol",
+            note="Each kernel of the step the kernel corpus holds a measurement of the same signature for, under the "
+            "framework policy (each library's newest version holding it) and the envelope (fastest correct row).",
+            columns=(
+                Column("policy", "policy"),
+                Column("measured_with", "framework"),
+                Column("uid", "kernel (node)"),
+                Column("op_kind", "op kind"),
+                Column("launches", "launches", "human"),
+                Column("sol_s", "SOL", "seconds"),
+                Column("measured_s", "measured", "seconds"),
+                Column("measured_over_sol", "measured / SOL", "human"),
+                Column("library_version", "version"),
+                Column("kernel", "library kernel"),
+            ),
         ),
         Figure(
             "max_batch",
@@ -176,6 +244,11 @@ DEPLOY = Page(
             "workloads), so there is no max batch to plot.",
             chart=charts.max_batch,
             filters=("deployment",),
+            columns=(
+                Column("context", "context", "human"),
+                Column("max_batch", "max batch", "human"),
+                Column("limited_by", "limited by"),
+            ),
         ),
         Figure(
             "pareto",
@@ -183,10 +256,88 @@ DEPLOY = Page(
             "site_pareto",
             "No decode step of this model fits on any deployment in the store, so there is no throughput to plot.",
             chart=charts.pareto,
-            note="Every stored deployment × decode workload that fits; the frontier's points are labelled.",
+            columns=(
+                Column("deployment", "deployment"),
+                Column("workload", "workload"),
+                Column("gpus", "GPUs", "human"),
+                Column("tokens_per_s_per_user", "tokens/s per user", "human"),
+                Column("tokens_per_s_per_gpu", "tokens/s per GPU", "human"),
+                Column("on_frontier", "on the frontier"),
+            ),
+            note="Every stored deployment × decode workload that fits; the frontier's points are labelled, and the "
+            "chosen deployment's points ringed and labelled in bold.",
         ),
     ),
 )
+
+NO_CORPUS = (
+    "The store has no kernel corpus: `archsql corpus import aiconfigurator` (or `archsql corpus import FILE.csv`) "
+    "adds measured kernels."
+)
+
+CORPUS = Page(
+    slug="corpus",
+    title="Corpus browser",
+    intro="The kernel corpus of the store: what is measured (op kind × GPU × library), how close each kernel comes "
+    "to the roofline, and what the imports rejected and why.",
+    figures=(
+        Figure(
+            "coverage",
+            "Coverage: measurements per op kind × GPU × library",
+            "site_corpus_coverage",
+            NO_CORPUS,
+            chart=charts.corpus_coverage,
+            needs="kernel_measurements",
+            columns=(
+                Column("op_kind", "op kind"),
+                Column("family", "family"),
+                Column("gpu", "GPU"),
+                Column("library", "library"),
+                Column("measurements", "measurements", "human"),
+                Column("library_versions", "versions"),
+                Column("kernels", "kernels", "human"),
+            ),
+        ),
+        Figure(
+            "efficiency",
+            "Measured efficiency vs the roofline, per kernel",
+            "site_corpus_efficiency",
+            NO_CORPUS,
+            chart=charts.corpus_efficiency,
+            needs="kernel_measurements",
+            note="A measurement's share of the roofline is its largest utilization (MFU, MBU or link use): the roofline "
+            "time over the measured time. The work counts are lower bounds, so the shares are too.",
+            columns=(
+                Column("gpu", "GPU"),
+                Column("op_kind", "op kind"),
+                Column("library", "library"),
+                Column("library_version", "version"),
+                Column("kernel", "kernel"),
+                Column("measurements", "measurements", "human"),
+                Column("lowest", "lowest", "human"),
+                Column("median", "median", "human"),
+                Column("highest", "highest", "human"),
+            ),
+        ),
+        Figure(
+            "rejects",
+            "Rejected rows and why",
+            "site_corpus_rejects",
+            "No import rejected a row (or the store has no kernel corpus).",
+            needs="kernel_corpus_rejects",
+            columns=(
+                Column("source_key", "source"),
+                Column("op_kind", "op kind"),
+                Column("field", "field"),
+                Column("reason", "reason"),
+                Column("rows", "rows", "human"),
+                Column("first_location", "first at"),
+                Column("first_value", "value"),
+            ),
+        ),
+    ),
+)
+
 
 NO_DESIGN = (
     "No design store with a component comparison was given: run `archsql compare SLOT -C COMPONENT@MODEL … "
@@ -242,7 +393,7 @@ DESIGN = Page(
     ),
 )
 
-PAGES = (GALLERY, INSPECTOR, DEPLOY, DESIGN)
+PAGES = (GALLERY, INSPECTOR, DEPLOY, CORPUS, DESIGN)
 
 # The row order of a named view read whole (a saved query orders its own rows).
 VIEW_ORDER = {

@@ -2,7 +2,8 @@
 // Numbers are never computed here: rows are shown as the saved queries returned them.
 "use strict";
 window.ARCHSQL = {
-  data: {}, specs: {}, filters: {}, views: {}, ready: false, renders: 0,
+  data: {}, specs: {}, filters: {}, sources: {}, views: {}, ready: false, renders: 0,
+  split: null, chunks: {}, loading: {},
 
   load(payload) {
     for (const [name, t] of Object.entries(payload.data)) {
@@ -10,9 +11,41 @@ window.ARCHSQL = {
     }
     Object.assign(this.specs, payload.specs);
     Object.assign(this.filters, payload.filters);
+    Object.assign(this.sources, payload.sources || {});
+    this.split = payload.split || null;
     const start = () => this.start();
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
     else start();
+  },
+
+  // rows of one value of the split control (a data file per deployment), loaded on demand
+  chunk(value, data) {
+    const rows = {};
+    for (const [name, t] of Object.entries(data)) {
+      rows[name] = t.rows.map((r) => Object.fromEntries(t.columns.map((c, i) => [c, r[i]])));
+    }
+    this.chunks[value] = rows;
+  },
+
+  // the split value picked now, once its file is loaded (null: loading it; refresh runs again)
+  splitValue() {
+    const control = document.getElementById("filter-" + this.split.field);
+    const value = control ? control.value : "";
+    if (value in this.chunks || !(value in this.split.files)) return value;
+    if (!this.loading[value]) {
+      this.loading[value] = true;
+      const script = document.createElement("script");
+      script.src = this.split.files[value];
+      script.onload = () => this.refresh();
+      script.onerror = () => console.error("archsql: cannot load " + script.src);
+      document.body.appendChild(script);
+    }
+    return null;
+  },
+
+  rowsOf(name, value) {
+    if (this.split && this.split.sources.includes(name)) return (this.chunks[value] || {})[name] || [];
+    return this.data[name] || [];
   },
 
   start() {
@@ -62,6 +95,8 @@ window.ARCHSQL = {
   refresh() {
     const generation = (this.generation = (this.generation || 0) + 1);
     const controls = this.controls();
+    const value = this.split ? this.splitValue() : null;
+    if (this.split && value === null) return; // its file's onload refreshes again
     const models = this.filterTables(controls);
     const jobs = [];
     document.querySelectorAll(".chart[data-figure]").forEach((el) => {
@@ -69,15 +104,26 @@ window.ARCHSQL = {
       const spec = this.specs[id];
       const name = spec.data.name;
       const fields = this.filters[id] || [];
-      const rows = (this.data[name] || []).filter((r) =>
+      const shown = (n) => this.rowsOf(n, value).filter((r) =>
         this.keep(r, controls, fields) && (models === null || !("model" in r) || models.has(r.model)));
+      const rows = shown(name);
       const section = el.closest(".figure");
       section.querySelector(".empty").hidden = rows.length > 0;
       el.hidden = rows.length === 0;
       el.dataset.rows = String(rows.length);
       if (this.views[id]) { this.views[id].finalize(); delete this.views[id]; }
       if (rows.length === 0) { el.replaceChildren(); return; } // the page's sentence says why
-      const full = Object.assign({}, spec, { datasets: { [name]: rows } });
+      // the chart's first dataset decides whether it is drawn; the others (roofs) come along
+      const datasets = { [name]: rows };
+      for (const other of this.sources[id] || []) if (other !== name) datasets[other] = shown(other);
+      const full = Object.assign({}, spec, { datasets });
+      // a param named chosen_FIELD takes the value of the page's FIELD control (it marks, never filters)
+      if (spec.params) {
+        full.params = spec.params.map((p) => {
+          const control = p.name.startsWith("chosen_") && document.getElementById("filter-" + p.name.slice(7));
+          return control ? Object.assign({}, p, { value: control.value }) : p;
+        });
+      }
       jobs.push(vegaEmbed(el, full, { actions: false, renderer: "svg" }).then((result) => {
         if (generation === this.generation) this.views[id] = result.view;
         else result.view.finalize(); // a later filter change drew this chart again
