@@ -176,11 +176,12 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
 
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() and (models or params):
-        _copy_empty_store(path)  # a new store starts as the empty store: tables, views, macros
+    copied = not path.exists() and (models or params) and _copy_empty_store(path)
     con = _open(path, read_only=False)
     con.begin()
     try:
+        if copied:  # the empty store's own build record is not this store's history
+            con.execute("delete from store_meta")
         existing = _table_names(con)
         notes = _bring_layouts_up_to_date(con, existing, models, path)  # reference tables: rewritten
         # every table there before this write, none rewritten in another layout: the views bound
@@ -221,7 +222,7 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
 _ALL_TABLES = {*TABLES, *PARAMETER_TABLES, *_REFERENCE, *CHECKPOINT_TABLES}
 
 
-def _copy_empty_store(path: Path) -> None:
+def _copy_empty_store(path: Path) -> bool:
     """Start a new store at ``path`` as a copy of the empty store (every table with its
     default rows, no model; the macros and views created, the derived tables recorded):
     creating ~100 views binds each one's chain of views, seconds that every new store would
@@ -229,7 +230,8 @@ def _copy_empty_store(path: Path) -> None:
     version, the default parameter rows, the view and macro SQL) into the cache folder
     (``$ARCHSQL_CACHE_DIR``, else ``$XDG_CACHE_HOME/archsql``, else ``~/.cache/archsql``); when
     that folder cannot be written, the store is created in place as before.  The copy is
-    checked like any existing store by the write that follows (layouts, view sources)."""
+    checked like any existing store by the write that follows (layouts, view sources).
+    Returns whether the store was copied."""
     import shutil
     import tempfile
 
@@ -248,6 +250,8 @@ def _copy_empty_store(path: Path) -> None:
         shutil.copyfile(template, path)
     except OSError:
         path.unlink(missing_ok=True)  # the write creates the store in place
+        return False
+    return True
 
 
 def _cache_folder() -> Path:

@@ -33,30 +33,74 @@ def _cache_folder(tmp_path_factory):
     os.environ["ARCHSQL_CACHE_DIR"] = str(_run_folder(tmp_path_factory) / "archsql-cache")
 
 
+def shared_store(root: Path, models: tuple[str, ...]) -> Path:
+    """The store of ``models`` (the catalog when none) under ``root``, built by the first caller
+    under a file lock (the others wait and read the same file)."""
+    from archsql.api import build
+
+    key = hashlib.sha256("\n".join(models).encode()).hexdigest()[:16] if models else "catalog"
+    db = root / key / "store.duckdb"
+    built = db.with_name("built")  # written last: a store left half-built by a crash is rebuilt
+    with FileLock(root / f"{key}.lock"):
+        if not built.exists():
+            shutil.rmtree(db.parent, ignore_errors=True)
+            db.parent.mkdir(parents=True)
+            build(list(models) or None, db=db)
+            built.write_text("\n".join(models) or "catalog")
+    return db
+
+
 @pytest.fixture(scope="session")
 def store_of(tmp_path_factory):
     """``store_of(*models)``: the path of a store of those models (the whole catalog when none
     are named) with the default parameter tables, built once per test run per set of models and
-    shared by the xdist workers (the first to ask builds it under a file lock; the others wait
-    and read the same file).  Read it, or copy it before writing."""
-    from archsql.api import build
-
+    shared by the xdist workers (:func:`shared_store`).  Read it, or copy it before writing."""
     root = _run_folder(tmp_path_factory) / "shared-stores"
     root.mkdir(exist_ok=True)
+    return lambda *models: shared_store(root, models)
 
-    def store(*models: str) -> Path:
-        key = hashlib.sha256("\n".join(models).encode()).hexdigest()[:16] if models else "catalog"
-        db = root / key / "store.duckdb"
-        built = db.with_name("built")  # written last: a store left half-built by a crash is rebuilt
-        with FileLock(root / f"{key}.lock"):
-            if not built.exists():
-                shutil.rmtree(db.parent, ignore_errors=True)
-                db.parent.mkdir()
-                build(list(models) or None, db=db)
-                built.write_text("\n".join(models) or "catalog")
-        return db
 
-    return store
+def _reads_the_catalog(item) -> bool:
+    return "catalog_db" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that read the whole catalog's store run last (a stable sort: every xdist
+    worker collects the same order), so the workers run the others while it is built."""
+    items.sort(key=_reads_the_catalog)
+
+
+_CATALOG_BUILDER: list = []
+
+
+def pytest_collection_finish(session):
+    """When the run reads the catalog's store, one process starts building it now, beside the
+    tests (the first xdist worker, or the only process), instead of when a test first asks."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or not any(map(_reads_the_catalog, session.items)):
+        return
+    import subprocess
+    import sys
+
+    factory = session.config._tmp_path_factory  # the tmp_path_factory fixture's own object
+    run = factory.getbasetemp()
+    run = run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run
+    code = "import sys; from pathlib import Path; from tests.conftest import shared_store; shared_store(Path(sys.argv[1]), ())"
+    env = {**os.environ, "ARCHSQL_CACHE_DIR": str(run / "archsql-cache")}
+    _CATALOG_BUILDER.append(
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(run / "shared-stores")],
+            cwd=Path(__file__).parents[1],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+    )
+
+
+def pytest_sessionfinish(session):
+    for proc in _CATALOG_BUILDER:  # a run stopped early: the build is not needed any more
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
 
 
 @pytest.fixture(scope="session")

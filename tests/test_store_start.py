@@ -53,6 +53,7 @@ def test_a_store_copied_from_the_empty_store_answers_as_one_created_in_place(sto
     copied = store_of(MODEL)  # built in this run's cache: a copy of the empty store
     cache = archsql.store._cache_folder()
     assert list(cache.glob("empty-store-*.duckdb")), "the run's builds start from the empty store"
+    assert _rows(copied, "select models from store_meta") == [([MODEL],)]  # its own build only
     # a cache folder that cannot be made (its parent is a file): the store is created in place
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("ARCHSQL_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
