@@ -64,6 +64,7 @@ from archsql.views import (
     create_views,
     macro_files,
     ordered_views,
+    unstored_views,
     view_files,
     view_graph,
     view_reads,
@@ -551,9 +552,13 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, views: list[str], macros: 
 
 
 def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
-    """The int views read by exactly one view, a report: that report's private step (the
-    per-device shapes and spec tensors are the largest of them), computed once while its
-    report is and not stored; a query of it reads live from the stored views it reads."""
+    """The int views read by exactly one view, a report, whose sidecar says ``stored: false``
+    (:func:`archsql.views.unstored_views`): that report's private step, too large to keep
+    (the per-device shapes, 4.5 M rows on the catalog; the spec and file tensors), computed
+    once while its report is and not stored; a query of it reads live from the stored
+    views it reads.  A private step of few rows is stored like any view: computing
+    ``int_device_activations`` again takes ~10 s of CPU on the catalog for 10,660 rows."""
+    unstored = unstored_views()
     files, deps = view_graph(con)
     readers: dict[str, set[str]] = {name: set() for name in files}
     for name, reads in deps.items():
@@ -562,7 +567,10 @@ def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {
         name
         for name, f in files.items()
-        if f.layer == "int" and len(readers[name]) == 1 and files[next(iter(readers[name]))].layer == "reports"
+        if name in unstored
+        and f.layer == "int"
+        and len(readers[name]) == 1
+        and files[next(iter(readers[name]))].layer == "reports"
     }
 
 
