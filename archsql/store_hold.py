@@ -219,8 +219,14 @@ def held_paths() -> list[Path]:
         return sorted(_HELD)
 
 
-def _forget_after_fork() -> None:  # a child process must not use or close its parent's connections
+_INHERITED: list = []  # a forked child's copies of its parent's connections, never closed
+
+
+def _forget_after_fork() -> None:
+    """A forked child must not use its parent's connections, nor close them (DuckDB's worker
+    threads are not in the child): they are kept unreferenced by the registry for good."""
     global _REGISTRY
+    _INHERITED.extend(entry.con for entry in _HELD.values())
     _HELD.clear()
     _REGISTRY = threading.Lock()
 
