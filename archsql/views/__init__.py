@@ -638,7 +638,8 @@ def _position(text: str, node: exp.Expression) -> tuple[int | None, int | None]:
 
 # -- sidecar documents ---------------------------------------------------------------------
 
-_DOC_KEYS = {"description", "columns", "invariants", "stored"}
+_DOC_KEYS = {"description", "columns", "invariants"}
+_DOC_OPTIONAL_KEYS = {"stored"}  # false: the view's rows are not kept in the derived tables
 _COLUMN_KEYS = {"name", "description", "unit"}
 _INVARIANT_KEYS = {"name", "description", "sql"}
 
@@ -653,7 +654,7 @@ def _check_doc(doc: Any, file: str) -> list[Issue]:
                 got=type(doc).__name__,
             )
         ]
-    issues = _check_keys(doc, _DOC_KEYS, file, "$")
+    issues = _check_keys(doc, _DOC_KEYS, file, "$", optional=_DOC_OPTIONAL_KEYS)
     if not isinstance(doc.get("description"), str):
         issues.append(Issue("description must be text", file=file, path="$.description"))
     if "stored" in doc and not isinstance(doc["stored"], bool):
@@ -675,8 +676,9 @@ def _check_doc(doc: Any, file: str) -> list[Issue]:
     return issues
 
 
-def _check_keys(item: dict, keys: set[str], file: str, where: str) -> list[Issue]:
+def _check_keys(item: dict, keys: set[str], file: str, where: str, *, optional: set[str] = frozenset()) -> list[Issue]:
     line, col = getattr(item, "line", None), getattr(item, "column", None)
+    known = keys | optional
     out = [
         Issue(
             f"unknown key '{k}'",
@@ -684,10 +686,10 @@ def _check_keys(item: dict, keys: set[str], file: str, where: str) -> list[Issue
             line=line,
             column=col,
             path=where,
-            hint=did_you_mean(k, keys),
+            hint=did_you_mean(k, known),
         )
         for k in item
-        if k not in keys
+        if k not in known
     ]
     out += [Issue(f"missing key '{k}'", file=file, line=line, column=col, path=where) for k in sorted(keys - set(item))]
     return out
