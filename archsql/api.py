@@ -212,7 +212,7 @@ def check_read_only(sql: str, con: Any = None) -> None:
             if stmt.type != duckdb.StatementType.SELECT:
                 kind = stmt.type.name.replace("_", " ")
                 raise UnsafeSQLError(f"only read queries are allowed here, got a {kind} statement; {_instead(sql)}")
-        (tree,) = con.execute("select json_serialize_sql(?)", [sql]).fetchone()
+        ((tree,),) = con.execute("select json_serialize_sql(?)", [sql]).fetchall()  # (all: the result is done)
     finally:
         if own:
             con.close()
@@ -319,30 +319,63 @@ def query_checked(sql: str, db: str | Path | None = None) -> tuple[pa.Table, lis
 def _query(sql: str, db: str | Path | None, *, checked: bool) -> tuple[pa.Table, list[dict]]:
     import duckdb
 
-    from archsql.store import connect, use_derived
-    from archsql.views import relations_read
+    from archsql.store import notify_stale
+    from archsql.store_hold import held
 
     path = Path(db) if db else default_db()
-    con = connect(path, read_only=True, derived=False)
     try:
-        check_read_only(sql, con)  # DuckDB's parser: the query typed before anything runs
-        reads = relations_read(con, sql)
-        if reads is not None and checked:
-            reads.add("parameter_checks")
-        use_derived(con, path, reads)  # the derived tables the query reaches (all: None), while fresh
-        invalid = _parameter_check_rows(con) if checked else []
-        _allow_reads(con, path)  # registered folders (the kernel corpus partitions), nothing else
-        for hook in _QUERY_HOOKS:
-            hook(con, path)
-        con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
-        rel = con.sql(sql)
-        return (rel.to_arrow_table() if rel is not None else pa.table({})), invalid
+        # the store's read-only connection, held open between the queries of this process
+        # while its file is unchanged (archsql.store_hold: never a stale figure)
+        with held(path, query_connection) as (con, state):
+            notify_stale(path, state.freshness)  # read live (the CLI says so) while the derived rows are stale
+            check_read_only(sql, con)  # DuckDB's parser: the query typed before anything runs
+            invalid = _parameter_check_rows(con) if checked else []
+            for hook in _QUERY_HOOKS:
+                hook(con, path)
+            rel = con.sql(sql)
+            return (rel.to_arrow_table() if rel is not None else pa.table({})), invalid
     except duckdb.PermissionException as exc:
         raise UnsafeSQLError(f"archsql sql only queries the store: {exc}") from None
     except duckdb.Error as exc:
         raise QueryError(f"query failed: {exc}") from None
-    finally:
+
+
+@dataclass
+class QueryState:
+    """What a held query connection (:func:`query_connection`) knows of its store, which
+    cannot change while the connection is held (:mod:`archsql.store_hold`)."""
+
+    freshness: Any  # archsql.store.Freshness: the derived tables' state when it was opened
+    graph: Any = None  # archsql.store.ViewGraph, read on first use (a sweep's order of views)
+
+
+def query_connection(path: Path) -> tuple[Any, QueryState]:
+    """A read-only connection for queries: every current derived table shadows its view
+    (:func:`archsql.store.use_derived`), the registered folders are readable and nothing
+    else on the file system or network is.  Returns it with its :class:`QueryState`; held
+    between queries by :func:`archsql.store_hold.held`."""
+    from archsql.store import connect, use_derived
+
+    con = connect(path, read_only=True, derived=False)
+    try:
+        state = use_derived(con, path, None, notify=False)
+        _allow_reads(con, path)  # registered folders (the kernel corpus partitions), nothing else
+        con.execute("set enable_external_access = false")  # no file/network reads ('x.csv', glob())
+    except BaseException:
         con.close()
+        raise
+    return con, QueryState(state)
+
+
+def release(db: str | Path | None = None) -> None:
+    """Close the read-only connection this process holds open between queries of the store
+    ``db`` (every store: None; :mod:`archsql.store_hold`).  Needed only before opening the
+    same file with a plain ``duckdb.connect(path)`` in this process within
+    ``ARCHSQL_QUERY_HOLD_S`` seconds (1 s by default) of a query; archsql's own writers
+    release it themselves."""
+    from archsql.store_hold import release as release_held
+
+    release_held(db)
 
 
 def invalid_parameter_rows(db: str | Path | None = None) -> list[dict]:
@@ -620,6 +653,7 @@ __all__ = [
     "query",
     "query_checked",
     "refresh",
+    "release",
     "remove_deployments",
     "remove_workloads",
     "to_polars",

@@ -88,8 +88,12 @@ class _Group(click.Group):
 def cli(ctx: click.Context, db: Path | None) -> None:
     """archsql: LLM architecture specs evaluated once into DuckDB; every cost question is SQL."""
     from archsql.store import register_stale_notice
+    from archsql.store_hold import release
 
     register_stale_notice(_stale_notice)
+    # a command is one use of the store: the read-only connection api.query holds for the next
+    # query (archsql.store_hold) is closed when it ends, not held into what runs after it
+    ctx.call_on_close(release)
     ctx.obj = db if db is not None else api.default_db()
 
 

@@ -47,6 +47,7 @@ from archsql.schema.tables import (
     REFERENCE_TABLES,
     TABLES,
 )
+from archsql.store_hold import release
 from archsql.store_layout import (
     KEPT,
     contract_digest,
@@ -64,6 +65,7 @@ from archsql.views import (
     macro_files,
     ordered_views,
     sources_current,
+    unstored_views,
     view_files,
     view_graph,
     view_reads,
@@ -640,9 +642,13 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, views: list[str], macros: 
 
 
 def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
-    """The int views read by exactly one view, a report: that report's private step (the
-    per-device shapes and spec tensors are the largest of them), computed once while its
-    report is and not stored; a query of it reads live from the stored views it reads."""
+    """The int views read by exactly one view, a report, whose sidecar says ``stored: false``
+    (:func:`archsql.views.unstored_views`): that report's private step, too large to keep
+    (the per-device shapes, 4.5 M rows on the catalog; the spec and file tensors), computed
+    once while its report is and not stored; a query of it reads live from the stored
+    views it reads.  A private step of few rows is stored like any view: computing
+    ``int_device_activations`` again takes ~10 s of CPU on the catalog for 10,660 rows."""
+    unstored = unstored_views()
     files, deps = view_graph(con)
     readers: dict[str, set[str]] = {name: set() for name in files}
     for name, reads in deps.items():
@@ -651,7 +657,10 @@ def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {
         name
         for name, f in files.items()
-        if f.layer == "int" and len(readers[name]) == 1 and files[next(iter(readers[name]))].layer == "reports"
+        if name in unstored
+        and f.layer == "int"
+        and len(readers[name]) == 1
+        and files[next(iter(readers[name]))].layer == "reports"
     }
 
 
@@ -978,19 +987,52 @@ def scope(
                 break
 
 
-def use_derived(con: duckdb.DuckDBPyConnection, path: Path, reads: Iterable[str] | None = None) -> None:
+def scope_grid(
+    con: duckdb.DuckDBPyConnection,
+    model: str,
+    deployments: list[Mapping[str, object]],
+    workloads: list[Mapping[str, object]],
+) -> None:
+    """:func:`scope` for a grid that is not in the store, on any connection (a read-only one
+    too; nothing is written to the store): the deployment and workload tables are shadowed by
+    temporary tables holding only the grid's rows (written as :func:`insert_deployments` and
+    :func:`insert_rows` write them, checks included), the other tables by their rows of
+    ``model``.  The live views on ``con`` then evaluate the grid alone, from the same SQL.
+    The scope lasts until the temporary tables are dropped (or the connection closed)."""
+    unshadow(con)
+    db = _quote(_current_database(con))
+    for name in (*DEPLOYMENT_TABLES, *WORKLOAD_TABLES):
+        con.execute(
+            f"create or replace temp table {_quote(name)} as select * from {db}.main.{_quote(name)} where false"
+        )
+    insert_deployments(con, deployments)  # into the temporary tables, which the names resolve to first
+    insert_rows(con, "workloads", workloads)
+    scope(con, models=[model])
+
+
+def use_derived(
+    con: duckdb.DuckDBPyConnection, path: Path, reads: Iterable[str] | None = None, *, notify: bool = True
+) -> Freshness:
     """The guard of :func:`connect` on a read-only connection opened with ``derived=False``:
     when the derived tables are fresh, shadow the views by them — only those a query reading
     ``reads`` reaches (:func:`archsql.views.relations_read`), when given; when stale, tell
-    the registered notices."""
+    the registered notices (unless ``notify`` is false).  Returns the state found."""
     state = freshness(con)
     if state.fresh:  # fresh rows were computed from this layout
         reached = None if reads is None else _reached(con, reads, set(state.materialized))
         shadow(con, state.materialized if reached is None else reached)
-        return
+        return state
     check_layout(con, path)
-    for notice in _STALE_NOTICES:
-        notice(path, state)
+    if notify:
+        notify_stale(path, state)
+    return state
+
+
+def notify_stale(path: Path, state: Freshness) -> None:
+    """Tell the registered notices (:func:`register_stale_notice`) that ``path`` is read live."""
+    if not state.fresh:
+        for notice in _STALE_NOTICES:
+            notice(path, state)
 
 
 def check_layout(con: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -1067,6 +1109,7 @@ LOCK_WAIT_S = 30.0
 def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file; while another process holds its lock, wait and retry (up to
     ``$ARCHSQL_LOCK_WAIT_S``, default LOCK_WAIT_S seconds), then a :class:`StoreError`."""
+    release(path)  # a read-only connection this process holds for queries (archsql.store_hold)
     try:
         wait = float(os.environ.get("ARCHSQL_LOCK_WAIT_S", LOCK_WAIT_S))
     except ValueError:

@@ -1,10 +1,11 @@
 """Sweeps: a grid of deployments × workloads answered by the SOL views in one query.
 
-The grid is written into the store's parameter tables inside a transaction that is rolled
-back afterwards, so a sweep never changes the store; the views do all the arithmetic.  The
-views read the live tables scoped to the sweep's model and grid (:func:`archsql.store.scope`),
-never the store's derived tables (which do not hold the grid), so a sweep costs its own
-points whatever else the store holds.
+The grid is written into temporary tables that shadow the store's parameter tables on a
+read-only connection (:func:`archsql.store.scope_grid`), so a sweep never changes the store
+and needs no write lock; the views do all the arithmetic.  The views read the live tables
+scoped to the sweep's model and grid, never the store's derived tables for what the grid
+changes (they do not hold the grid), so a sweep costs its own points whatever else the
+store holds.
 """
 
 from __future__ import annotations
@@ -303,19 +304,8 @@ def _grid_deployments(gpu, n, mesh, w, k, usable_memory_fraction, cp_kinds) -> l
 
 def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[dict]) -> pa.Table:
     """SOL and memory for every (deployment, workload) of the grid, for one model."""
-    from archsql.api import default_db
-    from archsql.store import (
-        DEPLOYMENT_TABLES,
-        WORKLOAD_TABLES,
-        connect,
-        insert_deployments,
-        insert_rows,
-        reuse_derived,
-        scope,
-        snapshot,
-        view_graph_of,
-    )
-    from archsql.views import computed_once, relations_read
+    from archsql.api import default_db, query_connection
+    from archsql.store_hold import held
 
     if not deployments or not workloads:
         raise QueryError("the sweep grid is empty: no GPU count is divisible by the given tp / cp / pp / ep degrees")
@@ -326,37 +316,40 @@ def sweep(model: str, db: str | Path, deployments: list[dict], workloads: list[d
             f"workloads); one sweep answers at most {MAX_POINTS:,}",
             [Issue("narrow --batch / --context / the degrees, or split the grid over several sweeps")],
         )
-    con = connect(Path(db) if db else default_db(), read_only=False, derived=False)
-    try:
-        (known,) = con.execute("select count(*) from models where model = ?", [model]).fetchone()
-        if not known:
-            raise QueryError(f"model '{model}' is not in the store; run `archsql build {model}` first")
-        graph = view_graph_of(con)
-        current = snapshot(con).fresh  # the derived rows hold the store's views (before the grid)
-        con.begin()
-        insert_deployments(con, deployments)
-        insert_rows(con, "workloads", workloads)
-        scope(
-            con,
-            models=[model],
-            deployments=[d["deployment"] for d in deployments],
-            workloads=[w["workload"] for w in workloads],
-        )
+    # the store's read-only query connection (held between the queries and sweeps of this
+    # process while its file is unchanged: archsql.store_hold); the grid lives in temporary
+    # tables of a cursor of its own, gone when the cursor closes
+    with held(Path(db) if db else default_db(), query_connection) as (held_con, state):
+        con = held_con.cursor()
+        try:
+            return _answer(con, state, model, deployments, workloads)
+        finally:
+            con.close()
+
+
+def _answer(con, state, model: str, deployments: list[dict], workloads: list[dict]) -> pa.Table:
+    from archsql.store import DEPLOYMENT_TABLES, WORKLOAD_TABLES, reuse_derived, scope_grid, view_graph_of
+    from archsql.views import computed_once, relations_read
+
+    (known,) = con.execute("select count(*) from models where model = ?", [model]).fetchall()[0]
+    if not known:
+        raise QueryError(f"model '{model}' is not in the store; run `archsql build {model}` first")
+    if state.graph is None:
+        state.graph = view_graph_of(con)
+    graph = state.graph
+    scope_grid(con, model, deployments, workloads)
+    read = relations_read(con, SWEEP_SQL)
+    needed = graph.order if read is None else graph.closure({*read, "parameter_checks"})
+    if state.freshness.fresh:  # what the grid cannot change (model-only views, GPU specs): the model's stored rows
+        reuse_derived(con, graph, needed, [*DEPLOYMENT_TABLES, *WORKLOAD_TABLES], model=model)
+    # the rest planned and run once, each from the ones before (left for the cursor's close)
+    with computed_once(con, order=needed, keep=True):
         problems = con.execute(
             "select name, problem from parameter_checks where name like 'sweep:%' order by all"
         ).fetchall()
         if problems:  # the views leave an invalid row out: refuse the sweep rather than answer less
             raise QueryError("invalid sweep rows: " + "; ".join(f"{d}: {p}" for d, p in problems[:5]))
-        read = relations_read(con, SWEEP_SQL)
-        needed = graph.order if read is None else graph.closure(read)
-        if current:  # what the grid cannot change (model-only views, GPU specs): the model's stored rows
-            reuse_derived(con, graph, needed, [*DEPLOYMENT_TABLES, *WORKLOAD_TABLES], model=model)
-        with computed_once(con, order=needed):  # the rest planned and run once, each from the ones before
-            table = con.sql(SWEEP_SQL, params=[model]).to_arrow_table()
-        con.rollback()
-        return table
-    finally:
-        con.close()
+        return con.sql(SWEEP_SQL, params=[model]).to_arrow_table()
 
 
 # ---------------------------------------------------------------------------- one row per point

@@ -75,11 +75,12 @@ def test_every_derived_table_holds_its_views_live_rows(store_of, tmp_path):
         derived = _rows(live, f'select * from {DERIVED}."{name}"')
         assert derived == _rows(live, f'select * from "{name}"'), name
     assert len(_rows(live, "select * from step_sol")) == 2 * 2  # deployments x workloads, one model
-    # an int view that only feeds one report is not stored: through store.connect it is
-    # computed from the stored views it reads, and gives the live rows too
+    # an int view that only feeds one report and whose sidecar says `stored: false` is not
+    # stored: through store.connect it is computed from the stored views it reads, and gives
+    # the live rows too; a private step without it (few rows, slow to compute) is stored
     con = connect(db)
-    transient = {"int_device_activations", "int_device_shapes"}
-    assert not transient & set(materialized)
+    transient = {"int_device_shapes"}
+    assert not transient & set(materialized) and "int_device_activations" in materialized
     for name in transient:
         assert _rows(con, f'select * from "{name}"') == _rows(live, f'select * from "{name}"'), name
     con.close()
@@ -189,7 +190,7 @@ def test_a_sweep_reads_its_own_grid_not_the_derived_rows(models_db, tmp_path):
     table = sweeps.sweep("Meta-Llama-3.1-8B", db, deployments, workloads)
     assert table.num_rows == 1
     con = connect(db)
-    assert freshness(con).fresh  # the sweep's rows were rolled back: the store is as built
+    assert freshness(con).fresh  # the sweep's grid lived in temporary tables: the store is as built
     con.close()
 
 
@@ -475,8 +476,8 @@ def test_export_writes_every_relation_with_its_live_rows(cut_store, tmp_path, st
         with computed_once(live):
             for name in relations:
                 assert rows[name] == live.execute(f'select count(*) from "{name}"').fetchone()[0], name
-            # stored (step_sol), private to one report (int_device_activations), a table
-            for name in ("step_sol", "int_device_activations", "gpus"):
+            # stored (step_sol), private to one report and not stored (int_device_shapes), a table
+            for name in ("step_sol", "int_device_shapes", "gpus"):
                 exported = _parquet_rows(live, tmp_path / "out" / f"{name}.parquet")
                 now = _exact_rows(live, f'select * from main."{name}"')
                 assert len(exported) == len(now) and all(map(_same, exported, now)), name
@@ -543,12 +544,12 @@ def test_a_query_shadows_only_the_stored_views_it_reaches(cut_store):
             con.close()
 
     assert shadowed_for({"step_sol", "models"})[0] == {"step_sol"}
-    under, materialized = shadowed_for({"int_device_activations"})  # not stored: read live from these
-    assert "int_device_activations" not in under and {"int_device_op_terms", "int_device_op_values"} <= under
+    under, materialized = shadowed_for({"int_device_shapes"})  # not stored: read live from these
+    assert "int_device_shapes" not in under and {"int_deployment_groups", "int_workload_inputs"} <= under
     assert shadowed_for({"a_cte"})[0] == set(materialized)
     live = duckdb.connect(str(cut_store), read_only=True)
     try:
-        for sql in ("select * from int_device_activations", "with a as (select * from step_sol) select * from a"):
+        for sql in ("select * from int_device_shapes", "with a as (select * from step_sol) select * from a"):
             got = api.query(sql, db=cut_store).to_pylist()
             want = [
                 dict(zip([d[0] for d in live.description], row, strict=True)) for row in live.execute(sql).fetchall()

@@ -793,6 +793,21 @@ def test_sidecar_checked(tmp_path):
     assert "b.sql" in text and "no sidecar b.yml" in text
 
 
+def test_sidecar_stored_is_optional_and_boolean(tmp_path):
+    """`stored: false` keeps a private step out of the derived tables (archsql.store._transient);
+    any other value is refused where it is written."""
+    from archsql.views import unstored_views
+
+    doc = "description: x\ncolumns:\n  - {name: model, description: y, unit: null}\ninvariants: []\n"
+    files = {"base/a.sql": "select model from models\n", "base/a.yml": "stored: false\n" + doc}
+    files |= {"base/b.sql": "select model from models\n", "base/b.yml": doc}
+    views = _views_dir(tmp_path, files)
+    assert set(view_docs(views)) == {"a", "b"} and unstored_views(views) == {"a"}
+    (views / "base" / "b.yml").write_text("stored: 'no'\n" + doc)
+    with pytest.raises(SpecError, match=r"b.yml.*stored must be true or false"):
+        view_docs(views)
+
+
 def test_macros_defined_once_and_created_in_order():
     assert [f.name for f in macro_files()] == [
         "window_pairs",
