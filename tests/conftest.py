@@ -10,6 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 from filelock import FileLock
 
@@ -18,6 +19,20 @@ from filelock import FileLock
 os.environ.setdefault("COLUMNS", "200")
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _tuned_connect(*args, __connect=duckdb.connect, **kwargs):
+    """duckdb.connect planning as archsql's own connections do (archsql.store.tune_optimizer):
+    the tests read live views through plain connections to check the views themselves, and
+    the optimizer pass left out changes how long a plan takes, never its rows."""
+    from archsql.store import tune_optimizer
+
+    con = __connect(*args, **kwargs)
+    tune_optimizer(con)
+    return con
+
+
+duckdb.connect = _tuned_connect
 
 
 def _run_folder(tmp_path_factory) -> Path:
