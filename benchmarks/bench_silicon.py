@@ -260,7 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="silicon_dev.csv")
     parser.add_argument("--fit", action="store_true", help="fit serving_constants on the fit half and write them")
     parser.add_argument(
-        "--op-cache", type=Path, help="parquet of op_sol rows priced before: reused, and rewritten with new ones"
+        "--op-cache",
+        type=Path,
+        help="parquet of op_sol rows priced before (and PATH.capacity.parquet, device_memory's capacity rows): "
+        "reused, and rewritten with new ones",
     )
     parser.add_argument("--dump", type=Path, help="write every scored row (estimate and measurement) as CSV")
     parser.add_argument("--worst", type=int, default=0, metavar="N", help="list the N worst comparable rows")
@@ -294,10 +297,14 @@ def main(argv: list[str] | None = None) -> int:
         cases = cases_of(questions, rejected)
         good = expressible(con, questions)
         steps = serving.prepare(con, good)
-        priced = pq.read_table(args.op_cache) if args.op_cache and args.op_cache.is_file() else None
-        ops = serving.price_steps(con, steps, priced=priced)
+        # the capacity rows (device_memory) are cached beside the op rows
+        cap_cache = args.op_cache.with_suffix(".capacity.parquet") if args.op_cache else None
+        cached = args.op_cache and args.op_cache.is_file() and cap_cache.is_file()
+        priced = (pq.read_table(args.op_cache), pq.read_table(cap_cache)) if cached else (None, None)
+        ops, capacity = serving.price_steps(con, steps, priced=priced[0], capacity=priced[1])
         if args.op_cache:
             pq.write_table(ops, args.op_cache)
+            pq.write_table(capacity, cap_cache)
         print(
             f"{len(good)} cases, {len({(s['model'], s['deployment']) for s in steps})} (model, deployment) pairs priced "
             f"in {time.perf_counter() - t1:.0f} s ({len(cases) - len(good)} cases not expressible)",

@@ -11,7 +11,9 @@
 --   TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
 --   token (no mixed steps).
 -- TTFT adds the framework's request overhead (receiving, tokenizing, scheduling a request and
--- returning its first token: fitted, serving_constants).
+-- returning its first token: fitted, serving_constants), and the wait in the queue when the
+-- rank's KV cache (device_memory) or the framework's request cap admits fewer requests than its
+-- clients send (closed loop: (c - B) / B request latencies).
 -- With MTP a decode step verifies 1 + k tokens and yields 1 + a + ... + a^k of them.
 with
 
@@ -24,11 +26,23 @@ times as (
     select
         model,
         deployment,
+        framework,
         workload,
         sol_s,
         overhead_s,
         time_s
     from serving_step_times
+),
+
+-- the requests one attention-DP rank's memory holds next to the weights at the decode step's
+-- context (device_memory)
+capacity as (
+    select
+        model,
+        deployment,
+        workload,
+        max_batch_per_dp_rank
+    from device_memory
 ),
 
 framework_constants as (
@@ -63,8 +77,12 @@ timed as (
             else (1 - s.acceptance_rate ^ (s.draft_tokens + 1)) / (1 - s.acceptance_rate)
         end as tokens_per_decode_step
     from steps as s
-    inner join times as p on p.model = s.model and p.deployment = s.deployment and p.workload = s.prefill_workload
-    inner join times as d on d.model = s.model and d.deployment = s.deployment and d.workload = s.decode_workload
+    inner join times as p
+        on p.model = s.model and p.deployment = s.deployment and p.framework = s.framework
+        and p.workload = s.prefill_workload
+    inner join times as d
+        on d.model = s.model and d.deployment = s.deployment and d.framework = s.framework
+        and d.workload = s.decode_workload
     inner join framework_constants as w on w.framework = s.framework
 ),
 
@@ -117,9 +135,51 @@ steady as (
 blended as (
     select
         *,
-        request_overhead_s + first_wave_share * wave_ttft_s + (1 - first_wave_share) * steady_ttft_s as ttft_s,
+        request_overhead_s + first_wave_share * wave_ttft_s + (1 - first_wave_share) * steady_ttft_s
+            as service_ttft_s,
         first_wave_share * wave_tpot_s + (1 - first_wave_share) * steady_tpot_s as tpot_s
     from steady
+),
+
+-- the requests a rank runs at once: its clients' requests, unless its KV cache or the
+-- framework's request cap holds fewer; a paged cache holds a running request's tokens so far
+-- (isl + osl/2 on average, the decode step's context), a reserving one its whole length
+admitted as (
+    select
+        b.*,
+        case
+            when b.kv_admission = 'reserve'
+                then floor(m.max_batch_per_dp_rank * b.decode_context / (b.isl + b.osl))
+            else m.max_batch_per_dp_rank
+        end as kv_requests
+    from blended as b
+    left join capacity as m
+        on m.model = b.model and m.deployment = b.deployment and m.workload = b.decode_workload
+),
+
+-- closed loop: c clients share B slots, a slot serves one request per request latency L
+-- (service TTFT + later tokens × TPOT), so a client's cycle is c/B · L and a request waits
+-- (c − B)/B · L in the queue before its prefill starts
+queued as (
+    select
+        *,
+        greatest(least(rank_requests, kv_requests, max_running_requests), 1) as admitted_requests
+    from admitted
+),
+
+waited as (
+    select
+        *,
+        (rank_requests - admitted_requests) / admitted_requests * (service_ttft_s + coalesce(later_tokens * tpot_s, 0))
+            as queue_wait_s
+    from queued
+),
+
+answered as (
+    select
+        *,
+        service_ttft_s + queue_wait_s as ttft_s
+    from waited
 )
 
 select
@@ -138,7 +198,11 @@ select
     acceptance_rate,
     max_batched_tokens,
     mixed_steps,
+    kv_admission,
+    max_running_requests,
     rank_requests,
+    kv_requests,
+    admitted_requests,
     chunk,
     chunks,
     step_requests,
@@ -161,8 +225,13 @@ select
     steady_step_s,
     steady_ttft_s,
     steady_tpot_s,
+    service_ttft_s,
+    queue_wait_s,
     ttft_s,
     tpot_s,
+    ttft_definition,
+    tpot_definition,
+    metric_mean,
     ttft_s + later_tokens * tpot_s as request_latency_s,
     concurrency * osl / nullif(ttft_s + later_tokens * tpot_s, 0) as output_tokens_per_s
-from blended
+from answered
