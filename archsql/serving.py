@@ -3,9 +3,11 @@ concurrency (aggregated in-flight batching; docs/serving.md).
 
 All the arithmetic is SQL: ``int_serving_steps`` turns a ``serving_cases`` row into the two
 steps its schedule is made of (a prefill step of the framework's token budget and a decode
-step of the running batch, as workload shapes), ``serving_step_times`` prices them from
-``op_sol`` with the fitted constants of ``serving_constants``, and ``serving_estimates``
-composes TTFT and TPOT.  Python does only what SQL cannot: checks the question (a located
+step of the clients' batch, as workload shapes), ``serving_admission`` caps the running batch
+by the KV cache (``device_memory``) and the framework's request cap and names its decode step,
+``serving_step_times`` prices the steps from ``op_sol`` with the fitted constants of
+``serving_constants``, and ``serving_estimates`` composes TTFT (with the queue wait of the
+requests not admitted) and TPOT.  Python does only what SQL cannot: checks the question (a located
 error for what cannot be expressed), writes the cases and the workloads the steps name into
 the store's parameter tables inside a transaction it rolls back, and evaluates ``op_sol``
 one (model, deployment) at a time (:func:`archsql.store.scope`), because the live view
@@ -169,6 +171,7 @@ def price_steps(
     from archsql.store import scope
     from archsql.views import computed_once
 
+    steps = list(steps)
     con.execute(
         "create or replace temp table serving_op_rows (model varchar, deployment varchar, workload varchar, "
         "uid varchar, runs double, compute_s double, memory_s double, comm_s double, time_s double)"
@@ -194,15 +197,43 @@ def price_steps(
         scope(con, models=[model], deployments=[deployment], workloads=sorted(workloads))
         with computed_once(con, views={"op_sol"}):
             con.execute(f"insert into serving_op_rows select {_OP_COLUMNS} from op_sol")
-        # the requests one attention-DP rank's memory holds at the decode step's context
-        con.execute(
-            f"insert into serving_capacity_rows select {_CAPACITY_COLUMNS} from device_memory "
-            "where workload in (select unnest(?::varchar[]))",
-            [sorted(workloads & decodes[(model, deployment)])],
-        )
+        _unscope(con)
+        # the requests one attention-DP rank's memory holds at the decode step's context (a
+        # scope of the decode steps only: device_memory's activation peak is per workload)
+        held = sorted(workloads & decodes[(model, deployment)])
+        if held:
+            scope(con, models=[model], deployments=[deployment], workloads=held)
+            con.execute(f"insert into serving_capacity_rows select {_CAPACITY_COLUMNS} from device_memory")
+            _unscope(con)
+    con.execute("create or replace temp table device_memory as select * from serving_capacity_rows")
+    # second pass: the decode step of the batch a rank admits (serving_admission), where its KV
+    # cache or the request cap holds fewer requests than its clients send
+    from archsql.store import insert_rows
+
+    running = con.execute(
+        "select distinct a.model, a.deployment, a.running_workload, a.running_batch, a.running_new_tokens, "
+        "a.decode_context from serving_admission as a where a.serving_case in (select unnest(?::varchar[])) "
+        "and not exists (select 1 from serving_op_rows as o where o.model = a.model "
+        "and o.deployment = a.deployment and o.workload = a.running_workload)",
+        [sorted({s["serving_case"] for s in steps})],
+    ).fetchall()
+    present = {w for (w,) in con.execute("select workload from workloads").fetchall()}
+    wanted = {
+        w: dict(workload=w, phase="decode", batch=b, new_tokens=n, context=c)
+        for _, _, w, b, n, c in running
+        if w not in present
+    }
+    if wanted:
+        insert_rows(con, "workloads", list(wanted.values()))
+    again: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for model, deployment, w, *_ in running:
+        again[(model, deployment)].add(w)
+    for (model, deployment), workloads in sorted(again.items()):
+        scope(con, models=[model], deployments=[deployment], workloads=sorted(workloads))
+        with computed_once(con, views={"op_sol"}):
+            con.execute(f"insert into serving_op_rows select {_OP_COLUMNS} from op_sol")
         _unscope(con)
     con.execute("create or replace temp table op_sol as select * from serving_op_rows")
-    con.execute("create or replace temp table device_memory as select * from serving_capacity_rows")
     con.execute("drop table serving_op_rows")
     con.execute("drop table serving_capacity_rows")
     return (

@@ -309,6 +309,11 @@ def test_kv_capacity_and_request_cap_queue_requests(llama, tmp_path):
     con.close()
     assert 1 <= held < 1024
     assert (kv["kv_admission"], kv["kv_requests"], kv["admitted_requests"]) == ("paged", held, held)
+    # the rank decodes its `held` admitted requests (padded to a CUDA graph: multiples of 8 up
+    # to 512), not its 3000 clients
+    held = int(held)
+    padded = held if held <= 8 or held > 512 else -(-held // 8) * 8
+    assert kv["decode_workload"] == f"serve:decode:b{padded}:s1:c3050"
     latency = kv["service_ttft_s"] + 100 * kv["tpot_s"]
     assert kv["queue_wait_s"] == pytest.approx((3000 - held) / held * latency, rel=1e-9)
     # TRT-LLM reserves a request's whole length (isl + osl = 3101 tokens), not the 3050 it

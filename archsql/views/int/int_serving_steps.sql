@@ -123,6 +123,8 @@ select
     mixed_steps,
     max_running_requests,
     kv_admission,
+    cuda_graph_max_bs,
+    cuda_graph_step,
     ttft_definition,
     tpot_definition,
     metric_mean,

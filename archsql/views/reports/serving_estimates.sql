@@ -17,9 +17,17 @@
 -- With MTP a decode step verifies 1 + k tokens and yields 1 + a + ... + a^k of them.
 with
 
+-- the schedule runs the requests a rank admits (serving_admission): its clients' unless the KV
+-- cache or the request cap holds fewer
 steps as (
-    select *
-    from int_serving_steps
+    select
+        s.*,
+        a.kv_requests,
+        a.admitted_requests,
+        a.running_workload,
+        cast(ceil(a.admitted_requests / s.step_requests) as bigint) as running_groups
+    from int_serving_steps as s
+    inner join serving_admission as a on a.serving_case = s.serving_case
 ),
 
 times as (
@@ -32,17 +40,6 @@ times as (
         overhead_s,
         time_s
     from serving_step_times
-),
-
--- the requests one attention-DP rank's memory holds next to the weights at the decode step's
--- context (device_memory)
-capacity as (
-    select
-        model,
-        deployment,
-        workload,
-        max_batch_per_dp_rank
-    from device_memory
 ),
 
 framework_constants as (
@@ -67,9 +64,9 @@ timed as (
         (p.time_s - p.overhead_s) / (s.step_requests * s.chunk) as prefill_token_s,
         -- mean group index of a request: groups 1 .. g-1 of step_requests, the last of the rest
         (
-            s.step_requests * (s.prefill_groups - 1) * s.prefill_groups / 2
-            + (s.rank_requests - s.step_requests * (s.prefill_groups - 1)) * s.prefill_groups
-        ) / s.rank_requests as mean_group,
+            s.step_requests * (s.running_groups - 1) * s.running_groups / 2
+            + (s.admitted_requests - s.step_requests * (s.running_groups - 1)) * s.running_groups
+        ) / s.admitted_requests as mean_group,
         -- accepted tokens per decode step: 1 + sum_{i=1..k} a^i
         case
             when s.draft_tokens = 0 or s.acceptance_rate = 0 then 1.0
@@ -82,7 +79,7 @@ timed as (
         and p.workload = s.prefill_workload
     inner join times as d
         on d.model = s.model and d.deployment = s.deployment and d.framework = s.framework
-        and d.workload = s.decode_workload
+        and d.workload = s.running_workload
     inner join framework_constants as w on w.framework = s.framework
 ),
 
@@ -92,10 +89,10 @@ scheduled as (
         osl - 1 as later_tokens,
         -- wave
         chunks * prefill_step_s * mean_group as wave_ttft_s,
-        chunks * (prefill_groups - mean_group) as stall_steps,
+        chunks * (running_groups - mean_group) as stall_steps,
         -- steady: decode steps a request lives, and the prompts arriving per step
         (osl - 1) / tokens_per_decode_step as decode_steps,
-        rank_requests / (chunks + (osl - 1) / tokens_per_decode_step) as arrivals_per_step
+        admitted_requests / (chunks + (osl - 1) / tokens_per_decode_step) as arrivals_per_step
     from timed
 ),
 
@@ -141,38 +138,15 @@ blended as (
     from steady
 ),
 
--- the requests a rank runs at once: its clients' requests, unless its KV cache or the
--- framework's request cap holds fewer; a paged cache holds a running request's tokens so far
--- (isl + osl/2 on average, the decode step's context), a reserving one its whole length
-admitted as (
-    select
-        b.*,
-        case
-            when b.kv_admission = 'reserve'
-                then floor(m.max_batch_per_dp_rank * b.decode_context / (b.isl + b.osl))
-            else m.max_batch_per_dp_rank
-        end as kv_requests
-    from blended as b
-    left join capacity as m
-        on m.model = b.model and m.deployment = b.deployment and m.workload = b.decode_workload
-),
-
 -- closed loop: c clients share B slots, a slot serves one request per request latency L
 -- (service TTFT + later tokens × TPOT), so a client's cycle is c/B · L and a request waits
 -- (c − B)/B · L in the queue before its prefill starts
-queued as (
-    select
-        *,
-        greatest(least(rank_requests, kv_requests, max_running_requests), 1) as admitted_requests
-    from admitted
-),
-
 waited as (
     select
         *,
         (rank_requests - admitted_requests) / admitted_requests * (service_ttft_s + coalesce(later_tokens * tpot_s, 0))
             as queue_wait_s
-    from queued
+    from blended
 ),
 
 answered as (
@@ -206,10 +180,10 @@ select
     chunk,
     chunks,
     step_requests,
-    prefill_groups,
+    running_groups as prefill_groups,
     mean_group,
     prefill_workload,
-    decode_workload,
+    running_workload as decode_workload,
     prefill_step_s,
     prefill_step_sol_s,
     prefill_token_s,

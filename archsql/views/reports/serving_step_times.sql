@@ -18,13 +18,15 @@ steps as (
         true as eager
     from int_serving_steps
     union
+    -- the decode step of the batch a rank runs (serving_admission)
     select distinct
-        model,
-        deployment,
-        framework,
-        decode_workload as workload,
+        s.model,
+        s.deployment,
+        s.framework,
+        a.running_workload as workload,
         false as eager
-    from int_serving_steps
+    from int_serving_steps as s
+    inner join serving_admission as a on a.serving_case = s.serving_case
 ),
 
 generations as (
