@@ -79,6 +79,14 @@ def test_ifb_step_mix_by_hand(llama, tmp_path):
     # (2·(1+2+3+4) + 2·5) / 10 = (20 + 10) / 10 = 3.0
     assert row["prefill_groups"] == 5
     assert row["mean_group"] == pytest.approx(3.0)
+    # one H200 holds all 10 requests (vLLM's cap is 1024): no queue
+    assert (row["admitted_requests"], row["queue_wait_s"]) == (10, 0)
+    # the row says what it estimates: vLLM's benchmark definitions (frameworks.csv)
+    assert row["tpot_definition"] == "(latency - ttft) / (output_len - 1) per request"
+    assert (row["ttft_definition"].split(" (")[0], row["metric_mean"]) == (
+        "first token received - request sent",
+        "request",
+    )
     # decode batch 10 padded to the CUDA-graph size 16 (multiples of 8 above 8); mean decode
     # context 3000 + 101 // 2 = 3050; the prefill step ends its prompts at 3000
     assert row["prefill_workload"] == "serve:prefill:b2:s3000:c3000"
@@ -321,9 +329,6 @@ def test_kv_capacity_and_request_cap_queue_requests(llama, tmp_path):
     assert reserve["kv_admission"] == "reserve"
     assert reserve["kv_requests"] == held * 3050 // 3101
     assert reserve["admitted_requests"] == reserve["kv_requests"]
-    # every request admitted: no wait (the first test's case)
-    (plain,) = serving.estimate(llama, [_case()]).to_pylist()
-    assert (plain["admitted_requests"], plain["queue_wait_s"]) == (10, 0)
 
 
 def test_estimates_state_the_metric_definitions():
