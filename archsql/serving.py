@@ -3,9 +3,11 @@ concurrency (aggregated in-flight batching; docs/serving.md).
 
 All the arithmetic is SQL: ``int_serving_steps`` turns a ``serving_cases`` row into the two
 steps its schedule is made of (a prefill step of the framework's token budget and a decode
-step of the running batch, as workload shapes), ``serving_step_times`` prices them from
-``op_sol`` with the fitted constants of ``serving_constants``, and ``serving_estimates``
-composes TTFT and TPOT.  Python does only what SQL cannot: checks the question (a located
+step of the clients' batch, as workload shapes), ``serving_admission`` caps the running batch
+by the KV cache (``device_memory``) and the framework's request cap and names its decode step,
+``serving_step_times`` prices the steps from ``op_sol`` with the fitted constants of
+``serving_constants``, and ``serving_estimates`` composes TTFT (with the queue wait of the
+requests not admitted) and TPOT.  Python does only what SQL cannot: checks the question (a located
 error for what cannot be expressed), writes the cases and the workloads the steps name into
 the store's parameter tables inside a transaction it rolls back, and evaluates ``op_sol``
 one (model, deployment) at a time (:func:`archsql.store.scope`), because the live view
@@ -26,14 +28,18 @@ from archsql.errors import Issue, QueryError, did_you_mean
 
 ESTIMATE_COLUMNS = (
     "serving_case, model, deployment, gpu, framework, version, version_assumed, isl, osl, concurrency, dp, "
-    "draft_tokens, acceptance_rate, max_batched_tokens, mixed_steps, rank_requests, chunk, chunks, "
+    "draft_tokens, acceptance_rate, max_batched_tokens, mixed_steps, kv_admission, max_running_requests, "
+    "rank_requests, kv_requests, admitted_requests, chunk, chunks, "
     "step_requests, prefill_groups, mean_group, prefill_workload, decode_workload, prefill_step_s, "
     "prefill_step_sol_s, prefill_token_s, decode_step_s, decode_step_sol_s, tokens_per_decode_step, "
     "first_wave_share, request_overhead_s, stall_steps, wave_ttft_s, wave_tpot_s, arrivals_per_step, steady_step_s, steady_ttft_s, "
-    "steady_tpot_s, ttft_s, tpot_s, request_latency_s, output_tokens_per_s"
+    "steady_tpot_s, service_ttft_s, queue_wait_s, ttft_s, tpot_s, ttft_definition, tpot_definition, metric_mean, "
+    "request_latency_s, output_tokens_per_s"
 )
 # the op_sol columns the step times read
 _OP_COLUMNS = "model, deployment, workload, uid, runs, compute_s, memory_s, comm_s, time_s"
+# the device_memory columns serving_estimates reads (the KV capacity of a rank)
+_CAPACITY_COLUMNS = "model, deployment, workload, max_batch_per_dp_rank"
 
 
 def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> dict[str, list[Issue]]:
@@ -150,37 +156,90 @@ def prepare(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -
 
 
 def price_steps(
-    con: duckdb.DuckDBPyConnection, steps: Iterable[Mapping[str, object]], *, priced: pa.Table | None = None
-) -> pa.Table:
-    """Evaluate ``op_sol`` for the steps of ``steps``, one (model, deployment) scope at a time,
-    into a temporary table ``op_sol`` that then shadows the view on ``con`` (only the columns
-    the step times read); returns its rows.  ``priced``: op_sol rows evaluated before (such a
-    return value), whose (model, deployment, workload) steps are not evaluated again.  Drop
-    the table with :func:`release`."""
+    con: duckdb.DuckDBPyConnection,
+    steps: Iterable[Mapping[str, object]],
+    *,
+    priced: pa.Table | None = None,
+    capacity: pa.Table | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """Evaluate ``op_sol`` for the steps of ``steps`` and ``device_memory``'s batch capacity
+    for their decode steps, one (model, deployment) scope at a time, into temporary tables
+    ``op_sol`` and ``device_memory`` that then shadow the views on ``con`` (only the columns the
+    serving views read); returns their rows.  ``priced`` / ``capacity``: such rows evaluated
+    before, whose (model, deployment, workload) steps are not evaluated again.  Drop the tables
+    with :func:`release`."""
     from archsql.store import scope
     from archsql.views import computed_once
 
-    done = set()
+    steps = list(steps)
     con.execute(
         "create or replace temp table serving_op_rows (model varchar, deployment varchar, workload varchar, "
         "uid varchar, runs double, compute_s double, memory_s double, comm_s double, time_s double)"
     )
-    if priced is not None:
+    con.execute(
+        "create or replace temp table serving_capacity_rows (model varchar, deployment varchar, workload varchar, "
+        "max_batch_per_dp_rank double)"
+    )
+    done: set = set()
+    if priced is not None and capacity is not None:
         con.execute("insert into serving_op_rows select * from priced")
+        con.execute("insert into serving_capacity_rows select * from capacity")
         done = set(con.execute("select distinct model, deployment, workload from serving_op_rows").fetchall())
     by_pair: dict[tuple[str, str], set[str]] = defaultdict(set)
+    decodes: dict[tuple[str, str], set[str]] = defaultdict(set)
     for s in steps:
+        pair = (s["model"], s["deployment"])
+        decodes[pair].add(s["decode_workload"])
         for w in (s["prefill_workload"], s["decode_workload"]):
-            if (s["model"], s["deployment"], w) not in done:
-                by_pair[(s["model"], s["deployment"])].add(w)
+            if (*pair, w) not in done:
+                by_pair[pair].add(w)
     for (model, deployment), workloads in sorted(by_pair.items()):
+        scope(con, models=[model], deployments=[deployment], workloads=sorted(workloads))
+        with computed_once(con, views={"op_sol"}):
+            con.execute(f"insert into serving_op_rows select {_OP_COLUMNS} from op_sol")
+        _unscope(con)
+        # the requests one attention-DP rank's memory holds at the decode step's context (a
+        # scope of the decode steps only: device_memory's activation peak is per workload)
+        held = sorted(workloads & decodes[(model, deployment)])
+        if held:
+            scope(con, models=[model], deployments=[deployment], workloads=held)
+            con.execute(f"insert into serving_capacity_rows select {_CAPACITY_COLUMNS} from device_memory")
+            _unscope(con)
+    con.execute("create or replace temp table device_memory as select * from serving_capacity_rows")
+    # second pass: the decode step of the batch a rank admits (serving_admission), where its KV
+    # cache or the request cap holds fewer requests than its clients send
+    from archsql.store import insert_rows
+
+    running = con.execute(
+        "select distinct a.model, a.deployment, a.running_workload, a.running_batch, a.running_new_tokens, "
+        "a.decode_context from serving_admission as a where a.serving_case in (select unnest(?::varchar[])) "
+        "and not exists (select 1 from serving_op_rows as o where o.model = a.model "
+        "and o.deployment = a.deployment and o.workload = a.running_workload)",
+        [sorted({s["serving_case"] for s in steps})],
+    ).fetchall()
+    present = {w for (w,) in con.execute("select workload from workloads").fetchall()}
+    wanted = {
+        w: dict(workload=w, phase="decode", batch=b, new_tokens=n, context=c)
+        for _, _, w, b, n, c in running
+        if w not in present
+    }
+    if wanted:
+        insert_rows(con, "workloads", list(wanted.values()))
+    again: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for model, deployment, w, *_ in running:
+        again[(model, deployment)].add(w)
+    for (model, deployment), workloads in sorted(again.items()):
         scope(con, models=[model], deployments=[deployment], workloads=sorted(workloads))
         with computed_once(con, views={"op_sol"}):
             con.execute(f"insert into serving_op_rows select {_OP_COLUMNS} from op_sol")
         _unscope(con)
     con.execute("create or replace temp table op_sol as select * from serving_op_rows")
     con.execute("drop table serving_op_rows")
-    return con.sql("select * from temp.main.op_sol").to_arrow_table()
+    con.execute("drop table serving_capacity_rows")
+    return (
+        con.sql("select * from temp.main.op_sol").to_arrow_table(),
+        con.sql("select * from temp.main.device_memory").to_arrow_table(),
+    )
 
 
 def load_facts(con: duckdb.DuckDBPyConnection) -> None:
@@ -202,6 +261,7 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> None:
 
 def release(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("drop table if exists temp.main.op_sol")
+    con.execute("drop table if exists temp.main.device_memory")
 
 
 def _unscope(con: duckdb.DuckDBPyConnection) -> None:

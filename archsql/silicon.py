@@ -53,6 +53,9 @@ SYSTEMS = {
     "b300_sxm": "B300 (HGX B300)",
     "gb200": "GB200 (per GPU in NVL72)",
 }
+# backends with a frameworks row (archsql/defaults/frameworks.csv: the memory fraction a deployment
+# served by it may fill); another backend's deployment has no memory default and is rejected
+FRAMEWORKS = ("vllm", "sglang", "trtllm")
 # the row's precision → the profile that stores it when the checkpoint does not already, and
 # the matmul dtype
 PRECISIONS = {"fp8": ("fp8", "fp8"), "fp4": ("nvfp4", "fp4")}
@@ -147,7 +150,7 @@ def plan(
                 profile, kv = ("native" if precision in native.get(model, ()) else profile), "fp8"
             else:
                 profile, wdt, kv = "native", "bf16", "bf16"
-            framework = r["backend"] if r["backend"] in ("vllm", "sglang") else None
+            framework = r["backend"] if r["backend"] in FRAMEWORKS else None
             q["layout"] = Layout(model, gpu, tp, dp, pp, ep, moe_tp, profile, wdt, kv, framework)
             isl, osl = int(r["isl"]), int(r["osl"])
             q["batch"], q["context"] = concurrency, isl + osl // 2

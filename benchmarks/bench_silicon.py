@@ -140,6 +140,8 @@ def report(questions: list[dict], worst: int) -> None:
         )
     print(line("  framework version recorded", [q for q in comparable if not q["est"]["version_assumed"]]))
     print(line("  framework version not recorded (*)", [q for q in comparable if q["est"]["version_assumed"]]))
+    queued = [q for q in comparable if q["est"]["admitted_requests"] < q["est"]["rank_requests"]]
+    print(line("  queued (KV cache or request cap < clients)", queued))
     print(line("aic_comparable = False (apart)", [q for q in scored if q["row"]["aic_comparable"] != "True"]))
     print()
     print(head.replace("rows" + " " * 40, "family × system × framework" + " " * 17))
@@ -173,7 +175,7 @@ def dump(questions: list[dict], path: Path) -> None:
     rows = [
         {
             **{k: q["row"][k] for k in ("id", "family", "system", "backend", "split_hash", "aic_comparable")},
-            **{k: v for k, v in q["est"].items() if not isinstance(v, bool | type(None)) or v is not None},
+            **q["est"],
             "measured_ttft_s": float(q["row"]["silicon_ttft_ms"]) / 1e3,
             "measured_tpot_s": float(q["row"]["silicon_tpot_ms"]) / 1e3,
         }
@@ -245,8 +247,8 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
         f"{len({q['row']['split_hash'] for q in train})} sweeps"
     )
     method = (
-        "benchmarks/bench_silicon.py --fit: Powell over log values minimising (TTFT MAPE + TPOT MAPE) / 2 "
-        "of serving_estimates; efficiencies capped at 1"
+        f"benchmarks/bench_silicon.py --fit: Powell over log values minimising (TTFT MAPE + TPOT MAPE) / 2 "
+        f"of serving_estimates ({result.nfev} evaluations from the previous values); efficiencies capped at 1"
     )
     return [
         dict(constant=c, applies_to=a, value=round(v, 6), unit=units.get(c), fitted_on=fitted_on, method=method)
@@ -259,8 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="store to reuse (built with the needed models when missing)")
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="silicon_dev.csv")
     parser.add_argument("--fit", action="store_true", help="fit serving_constants on the fit half and write them")
+    parser.add_argument("--maxfev", type=int, default=2500, help="--fit: at most this many evaluations of the view")
     parser.add_argument(
-        "--op-cache", type=Path, help="parquet of op_sol rows priced before: reused, and rewritten with new ones"
+        "--op-cache",
+        type=Path,
+        help="parquet of op_sol rows priced before (and PATH.capacity.parquet, device_memory's capacity rows): "
+        "reused, and rewritten with new ones",
     )
     parser.add_argument("--dump", type=Path, help="write every scored row (estimate and measurement) as CSV")
     parser.add_argument("--worst", type=int, default=0, metavar="N", help="list the N worst comparable rows")
@@ -294,10 +300,14 @@ def main(argv: list[str] | None = None) -> int:
         cases = cases_of(questions, rejected)
         good = expressible(con, questions)
         steps = serving.prepare(con, good)
-        priced = pq.read_table(args.op_cache) if args.op_cache and args.op_cache.is_file() else None
-        ops = serving.price_steps(con, steps, priced=priced)
+        # the capacity rows (device_memory) are cached beside the op rows
+        cap_cache = args.op_cache.with_suffix(".capacity.parquet") if args.op_cache else None
+        cached = args.op_cache and args.op_cache.is_file() and cap_cache.is_file()
+        priced = (pq.read_table(args.op_cache), pq.read_table(cap_cache)) if cached else (None, None)
+        ops, capacity = serving.price_steps(con, steps, priced=priced[0], capacity=priced[1])
         if args.op_cache:
             pq.write_table(ops, args.op_cache)
+            pq.write_table(capacity, cap_cache)
         print(
             f"{len(good)} cases, {len({(s['model'], s['deployment']) for s in steps})} (model, deployment) pairs priced "
             f"in {time.perf_counter() - t1:.0f} s ({len(cases) - len(good)} cases not expressible)",
@@ -305,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         score(con, questions)
         if args.fit:
-            constants = fit(con, questions)
+            constants = fit(con, questions, args.maxfev)
             write_constants(SERVING_DIR, constants)
             for c in constants:
                 print(f"  {c['constant']:<20} {c['applies_to']:<10} {c['value']:.6g}", file=sys.stderr)

@@ -59,6 +59,7 @@ SOL = dict(
     step_overhead_s=0.0,
     request_overhead_s=0.0,
     first_wave_share=1.0,
+    eager_launch_s=0.0,
 )
 
 
@@ -78,6 +79,14 @@ def test_ifb_step_mix_by_hand(llama, tmp_path):
     # (2·(1+2+3+4) + 2·5) / 10 = (20 + 10) / 10 = 3.0
     assert row["prefill_groups"] == 5
     assert row["mean_group"] == pytest.approx(3.0)
+    # one H200 holds all 10 requests (vLLM's cap is 1024): no queue
+    assert (row["admitted_requests"], row["queue_wait_s"]) == (10, 0)
+    # the row says what it estimates: vLLM's benchmark definitions (frameworks.csv)
+    assert row["tpot_definition"] == "(latency - ttft) / (output_len - 1) per request"
+    assert (row["ttft_definition"].split(" (")[0], row["metric_mean"]) == (
+        "first token received - request sent",
+        "request",
+    )
     # decode batch 10 padded to the CUDA-graph size 16 (multiples of 8 above 8); mean decode
     # context 3000 + 101 // 2 = 3050; the prefill step ends its prompts at 3000
     assert row["prefill_workload"] == "serve:prefill:b2:s3000:c3000"
@@ -119,15 +128,18 @@ def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
         compute_efficiency=0.5,
         memory_efficiency=0.8,
         kernel_floor_s=20e-6,
+        eager_launch_s=50e-6,
         step_overhead_s=0.002,
         request_overhead_s=0.01,
         first_wave_share=0.25,
     )
     db = _copy(llama, tmp_path, constants)
     (row,) = serving.estimate(db, [_case()]).to_pylist()
-    # each step: every op at max(compute / 0.5, memory / 0.8, comm / 1, launches · 20 µs) plus
+    # each step: every op at max(compute / 0.5, memory / 0.8, comm / 1, launches · floor) plus
     # 2 ms, an op launched once per instance (32 layers for a decoder node of this dense model,
-    # base_instances.count) unless it does no work
+    # base_instances.count) unless it does no work; the floor is the kernel floor 20 µs in the
+    # decode step (a CUDA graph) and max(20, 50) = 50 µs of host time per launch in the prefill
+    # step (eager)
     con = store.connect(db, read_only=False)
     store.insert_rows(
         con,
@@ -140,7 +152,8 @@ def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
     steps = dict(
         con.execute(
             "select o.workload, sum(greatest(coalesce(o.compute_s, 0) / 0.5, o.memory_s / 0.8, o.comm_s, "
-            "case when o.time_s > 0 then i.count * 20e-6 else 0 end)) + 0.002 "
+            "case when o.time_s > 0 then i.count * (case when o.workload = 'p' then 50e-6 else 20e-6 end) "
+            "else 0 end)) + 0.002 "
             "from op_sol as o join base_instances as i using (model, uid) "
             "where o.model = 'Meta-Llama-3.1-8B' and o.deployment = '1xH200-single' and o.workload in ('p', 'd') "
             "group by o.workload"
@@ -269,3 +282,62 @@ def test_cli_serve_estimate(llama):
         "Meta-Llama-3.1-8B", "1xH200-single", "vllm@0.12.0", isl=1024, osl=128, concurrency=[1, 8], db=llama
     )
     assert table.column("ttft_s").to_pylist() == pytest.approx([float(r["ttft_s"]) for r in rows])
+
+
+def test_kv_capacity_and_request_cap_queue_requests(llama, tmp_path):
+    """More clients than a rank admits queue whole requests.  Closed loop: c clients share B
+    slots and a slot serves one request per request latency L = service TTFT + (osl - 1) · TPOT,
+    so a client's cycle is c/B · L and a request waits (c - B)/B · L before its prefill."""
+    db = _copy(llama, tmp_path, SOL)
+    con = store.connect(db, read_only=False)
+    # a request cap of 4 for this vLLM version (the row holds for H200's 141 GB)
+    con.execute(
+        "update serving_frameworks set max_running_requests = 4 where framework = 'vllm' and version = '0.12.0'"
+    )
+    con.close()
+    cases = [
+        _case(serving_case="cap"),  # 10 clients, vLLM 0.12.0 capped at 4
+        _case(serving_case="kv", version="0.11.2", concurrency=3000),  # 3000 clients, cap 1024
+        _case(serving_case="reserve", framework="trtllm", version="1.2.0rc2", concurrency=3000),
+    ]
+    rows = {r["serving_case"]: r for r in serving.estimate(db, cases).to_pylist()}
+    cap, kv, reserve = rows["cap"], rows["kv"], rows["reserve"]
+    assert cap["admitted_requests"] == 4
+    latency = cap["service_ttft_s"] + 100 * cap["tpot_s"]
+    assert cap["queue_wait_s"] == pytest.approx((10 - 4) / 4 * latency, rel=1e-9)
+    assert cap["ttft_s"] == pytest.approx(cap["service_ttft_s"] + cap["queue_wait_s"], rel=1e-9)
+    # the KV cache of one H200 at the decode context 3000 + 101 // 2 = 3050: device_memory's
+    # max batch (its own test derives it); here it is below the 3000 clients and vLLM's cap 1024
+    con = store.connect(db, read_only=False)
+    store.insert_rows(con, "workloads", [dict(workload="d", phase="decode", batch=3000, new_tokens=1, context=3050)])
+    (held,) = con.execute(
+        "select max_batch_per_dp_rank from device_memory where model = 'Meta-Llama-3.1-8B' "
+        "and deployment = '1xH200-single' and workload = 'd'"
+    ).fetchone()
+    con.close()
+    assert 1 <= held < 1024
+    assert (kv["kv_admission"], kv["kv_requests"], kv["admitted_requests"]) == ("paged", held, held)
+    # the rank decodes its `held` admitted requests (padded to a CUDA graph: multiples of 8 up
+    # to 512), not its 3000 clients
+    held = int(held)
+    padded = held if held <= 8 or held > 512 else -(-held // 8) * 8
+    assert kv["decode_workload"] == f"serve:decode:b{padded}:s1:c3050"
+    latency = kv["service_ttft_s"] + 100 * kv["tpot_s"]
+    assert kv["queue_wait_s"] == pytest.approx((3000 - held) / held * latency, rel=1e-9)
+    # TRT-LLM reserves a request's whole length (isl + osl = 3101 tokens), not the 3050 it
+    # holds on average: floor(held · 3050 / 3101) requests
+    assert reserve["kv_admission"] == "reserve"
+    assert reserve["kv_requests"] == held * 3050 // 3101
+    assert reserve["admitted_requests"] == reserve["kv_requests"]
+
+
+def test_estimates_state_the_metric_definitions():
+    """Each framework's TTFT and TPOT definitions come from frameworks.csv, and every benchmark
+    client recorded there measures TTFT at the client (queueing included) and TPOT excluding
+    the first token, as a mean over requests."""
+    facts = serving_frameworks_table(SERVING_DIR).to_pylist()
+    for r in facts:
+        assert r["ttft_definition"].startswith("first token received - request sent")
+        assert r["tpot_definition"] == "(latency - ttft) / (output_len - 1) per request"
+        assert r["metric_mean"] == "request"
+        assert r["kv_admission"] in ("paged", "reserve")

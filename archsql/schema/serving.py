@@ -8,7 +8,8 @@ Three CSV files under ``archsql/specs/serving/`` become three reference tables o
   (space-separated; ``*`` is "version not recorded", the newest defaults listed, flagged by
   the estimate) and the smallest GPU memory it holds from (SGLang and vLLM pick their token
   budget by the device's memory): token budget per step, whether long prompts are chunked,
-  whether prefill shares steps with decodes, the request cap, the CUDA-graph batch cap and
+  whether prefill shares steps with decodes, the request cap, how the KV cache admits a request
+  (paged or reserving the whole length), the CUDA-graph batch cap and
   padding step, the memory option and default, the metric definitions and the source (file and
   function of the framework version) of each;
 * ``gpu_generations.csv`` → ``serving_gpu_generations``: which efficiency constants a GPU takes;
@@ -37,6 +38,9 @@ SERVING_FRAMEWORKS_SCHEMA = pa.schema(
         ("chunked_prefill", pa.bool_()),  # a prompt longer than the budget is split over steps
         ("mixed_steps", pa.bool_()),  # prefill tokens share a step with the running decodes
         ("max_running_requests", pa.int64()),  # request cap per engine; null: set by memory
+        # how the KV cache admits a request: 'paged' (blocks as tokens are computed; a running
+        # request holds isl + osl/2 tokens on average) | 'reserve' (the blocks of isl + osl up front)
+        ("kv_admission", pa.string()),
         ("cuda_graph_max_bs", pa.int64()),  # largest decode batch replayed from a CUDA graph
         ("cuda_graph_step", pa.int64()),  # captured batch sizes are multiples of this above it
         ("memory_knob", pa.string()),
@@ -73,8 +77,11 @@ CONSTANT_SCOPES = {
     "step_overhead_s": "framework",
     "first_wave_share": "framework",
     "request_overhead_s": "framework",
+    "eager_launch_s": "framework",
 }
 _BOOLS = {"true": True, "false": False}
+# frameworks.csv kv_admission: blocks allocated as tokens are computed | the whole length reserved
+KV_ADMISSIONS = ("paged", "reserve")
 
 
 def _read(path: Path, schema: pa.Schema, *, list_column: str | None = None) -> list[dict]:
@@ -143,6 +150,17 @@ def _keyed(path: Path, rows: list[dict], key: tuple[str, ...], schema: pa.Schema
 def serving_frameworks_table(directory: Path) -> pa.Table:
     path = directory / "frameworks.csv"
     rows = _read(path, SERVING_FRAMEWORKS_SCHEMA, list_column="versions")
+    bad = [r for r in rows if r["kv_admission"] not in KV_ADMISSIONS]
+    if bad:
+        raise SpecError(
+            issues=[
+                Issue(
+                    f"{path.name}:{r['_line']} kv_admission: expected one of {', '.join(KV_ADMISSIONS)}",
+                    got=repr(r["kv_admission"]),
+                )
+                for r in bad
+            ]
+        )
     return _keyed(path, rows, ("framework", "version", "min_gpu_memory_gib"), SERVING_FRAMEWORKS_SCHEMA)
 
 

@@ -42,8 +42,12 @@ facts as (
         f.chunked_prefill,
         f.mixed_steps,
         f.max_running_requests,
+        f.kv_admission,
         f.cuda_graph_max_bs,
         f.cuda_graph_step,
+        f.ttft_definition,
+        f.tpot_definition,
+        f.metric_mean,
         row_number() over (partition by c.serving_case order by f.min_gpu_memory_gib desc) as pick
     from cases as c
     inner join deployments as d on d.deployment = c.deployment
@@ -63,8 +67,13 @@ per_rank as (
         f.max_batched_tokens,
         f.chunked_prefill,
         f.mixed_steps,
+        f.max_running_requests,
+        f.kv_admission,
         f.cuda_graph_max_bs,
         f.cuda_graph_step,
+        f.ttft_definition,
+        f.tpot_definition,
+        f.metric_mean,
         cast(ceil(c.concurrency / d.dp) as bigint) as rank_requests,
         case when f.chunked_prefill then least(c.isl, f.max_batched_tokens) else c.isl end as chunk
     from cases as c
@@ -112,6 +121,13 @@ select
     max_batched_tokens,
     chunked_prefill,
     mixed_steps,
+    max_running_requests,
+    kv_admission,
+    cuda_graph_max_bs,
+    cuda_graph_step,
+    ttft_definition,
+    tpot_definition,
+    metric_mean,
     rank_requests,
     chunk,
     chunks,

@@ -11,19 +11,30 @@
 --   TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
 --   token (no mixed steps).
 -- TTFT adds the framework's request overhead (receiving, tokenizing, scheduling a request and
--- returning its first token: fitted, serving_constants).
+-- returning its first token: fitted, serving_constants), and the wait in the queue when the
+-- rank's KV cache (device_memory) or the framework's request cap admits fewer requests than its
+-- clients send (closed loop: (c - B) / B request latencies).
 -- With MTP a decode step verifies 1 + k tokens and yields 1 + a + ... + a^k of them.
 with
 
+-- the schedule runs the requests a rank admits (serving_admission): its clients' unless the KV
+-- cache or the request cap holds fewer
 steps as (
-    select *
-    from int_serving_steps
+    select
+        s.*,
+        a.kv_requests,
+        a.admitted_requests,
+        a.running_workload,
+        cast(ceil(a.admitted_requests / s.step_requests) as bigint) as running_groups
+    from int_serving_steps as s
+    inner join serving_admission as a on a.serving_case = s.serving_case
 ),
 
 times as (
     select
         model,
         deployment,
+        framework,
         workload,
         sol_s,
         overhead_s,
@@ -53,9 +64,9 @@ timed as (
         (p.time_s - p.overhead_s) / (s.step_requests * s.chunk) as prefill_token_s,
         -- mean group index of a request: groups 1 .. g-1 of step_requests, the last of the rest
         (
-            s.step_requests * (s.prefill_groups - 1) * s.prefill_groups / 2
-            + (s.rank_requests - s.step_requests * (s.prefill_groups - 1)) * s.prefill_groups
-        ) / s.rank_requests as mean_group,
+            s.step_requests * (s.running_groups - 1) * s.running_groups / 2
+            + (s.admitted_requests - s.step_requests * (s.running_groups - 1)) * s.running_groups
+        ) / s.admitted_requests as mean_group,
         -- accepted tokens per decode step: 1 + sum_{i=1..k} a^i
         case
             when s.draft_tokens = 0 or s.acceptance_rate = 0 then 1.0
@@ -63,8 +74,12 @@ timed as (
             else (1 - s.acceptance_rate ^ (s.draft_tokens + 1)) / (1 - s.acceptance_rate)
         end as tokens_per_decode_step
     from steps as s
-    inner join times as p on p.model = s.model and p.deployment = s.deployment and p.workload = s.prefill_workload
-    inner join times as d on d.model = s.model and d.deployment = s.deployment and d.workload = s.decode_workload
+    inner join times as p
+        on p.model = s.model and p.deployment = s.deployment and p.framework = s.framework
+        and p.workload = s.prefill_workload
+    inner join times as d
+        on d.model = s.model and d.deployment = s.deployment and d.framework = s.framework
+        and d.workload = s.running_workload
     inner join framework_constants as w on w.framework = s.framework
 ),
 
@@ -74,10 +89,10 @@ scheduled as (
         osl - 1 as later_tokens,
         -- wave
         chunks * prefill_step_s * mean_group as wave_ttft_s,
-        chunks * (prefill_groups - mean_group) as stall_steps,
+        chunks * (running_groups - mean_group) as stall_steps,
         -- steady: decode steps a request lives, and the prompts arriving per step
         (osl - 1) / tokens_per_decode_step as decode_steps,
-        rank_requests / (chunks + (osl - 1) / tokens_per_decode_step) as arrivals_per_step
+        admitted_requests / (chunks + (osl - 1) / tokens_per_decode_step) as arrivals_per_step
     from timed
 ),
 
@@ -117,9 +132,28 @@ steady as (
 blended as (
     select
         *,
-        request_overhead_s + first_wave_share * wave_ttft_s + (1 - first_wave_share) * steady_ttft_s as ttft_s,
+        request_overhead_s + first_wave_share * wave_ttft_s + (1 - first_wave_share) * steady_ttft_s
+            as service_ttft_s,
         first_wave_share * wave_tpot_s + (1 - first_wave_share) * steady_tpot_s as tpot_s
     from steady
+),
+
+-- closed loop: c clients share B slots, a slot serves one request per request latency L
+-- (service TTFT + later tokens × TPOT), so a client's cycle is c/B · L and a request waits
+-- (c − B)/B · L in the queue before its prefill starts
+waited as (
+    select
+        *,
+        (rank_requests - admitted_requests) / admitted_requests * (service_ttft_s + coalesce(later_tokens * tpot_s, 0))
+            as queue_wait_s
+    from blended
+),
+
+answered as (
+    select
+        *,
+        service_ttft_s + queue_wait_s as ttft_s
+    from waited
 )
 
 select
@@ -138,14 +172,18 @@ select
     acceptance_rate,
     max_batched_tokens,
     mixed_steps,
+    kv_admission,
+    max_running_requests,
     rank_requests,
+    kv_requests,
+    admitted_requests,
     chunk,
     chunks,
     step_requests,
-    prefill_groups,
+    running_groups as prefill_groups,
     mean_group,
     prefill_workload,
-    decode_workload,
+    running_workload as decode_workload,
     prefill_step_s,
     prefill_step_sol_s,
     prefill_token_s,
@@ -161,8 +199,13 @@ select
     steady_step_s,
     steady_ttft_s,
     steady_tpot_s,
+    service_ttft_s,
+    queue_wait_s,
     ttft_s,
     tpot_s,
+    ttft_definition,
+    tpot_definition,
+    metric_mean,
     ttft_s + later_tokens * tpot_s as request_latency_s,
     concurrency * osl / nullif(ttft_s + later_tokens * tpot_s, 0) as output_tokens_per_s
-from blended
+from answered

@@ -4,7 +4,9 @@
 -- and memory terms of a routed-expert op (role ffn_moe) further over the MoE efficiency, the latency
 -- and the floor once per launch (the layers the op runs in × its runs per step) — summed, plus
 -- the framework's per-step overhead.  An op of no work (a softmax inside flash attention) has
--- no launch of its own.
+-- no launch of its own.  A prefill step runs without a CUDA graph (eager): each launch costs the
+-- host the framework's eager_launch_s, and a kernel shorter than that waits for the host, so
+-- the floor of a prefill op is its launches × max(kernel floor, eager launch).
 with
 
 steps as (
@@ -12,15 +14,19 @@ steps as (
         model,
         deployment,
         framework,
-        prefill_workload as workload
+        prefill_workload as workload,
+        true as eager
     from int_serving_steps
     union
+    -- the decode step of the batch a rank runs (serving_admission)
     select distinct
-        model,
-        deployment,
-        framework,
-        decode_workload as workload
-    from int_serving_steps
+        s.model,
+        s.deployment,
+        s.framework,
+        a.running_workload as workload,
+        false as eager
+    from int_serving_steps as s
+    inner join serving_admission as a on a.serving_case = s.serving_case
 ),
 
 generations as (
@@ -61,27 +67,27 @@ ops as (
         o.comm_s,
         o.time_s,
         case when o.time_s > 0 then coalesce(l.layers, 1) * o.runs else 0 end as launches,
-        coalesce(l.moe, false) as moe
+        coalesce(l.moe, false) as moe,
+        s.framework,
+        s.eager
     from op_sol as o
     inner join base_deployments as d on d.deployment = o.deployment
+    inner join steps as s on s.model = o.model and s.deployment = o.deployment and s.workload = o.workload
     left join layers as l on l.model = o.model and l.uid = o.uid
-    where exists (
-        select 1 from steps as s
-        where s.model = o.model and s.deployment = o.deployment and s.workload = o.workload
-    )
 ),
 
 priced as (
     select
         o.model,
         o.deployment,
+        o.framework,
         o.workload,
         o.time_s,
         greatest(
             o.compute_s / ce.value / case when o.moe then moe.value else 1 end,
             o.memory_s / me.value / case when o.moe then moe.value else 1 end,
             o.comm_s / le.value + case when o.comm_s > 0 then o.launches * cl.value else 0 end,
-            o.launches * kf.value
+            o.launches * case when o.eager then greatest(kf.value, el.value) else kf.value end
         ) as estimated_s
     from ops as o
     inner join generations as g on g.gpu = o.gpu
@@ -91,17 +97,19 @@ priced as (
     inner join constants as cl on cl.constant = 'comm_latency_s' and cl.applies_to = g.generation
     inner join constants as kf on kf.constant = 'kernel_floor_s' and kf.applies_to = g.generation
     inner join constants as moe on moe.constant = 'moe_efficiency' and moe.applies_to = g.generation
+    inner join constants as el on el.constant = 'eager_launch_s' and el.applies_to = o.framework
 ),
 
 summed as (
     select
         model,
         deployment,
+        framework,
         workload,
         sum(time_s) as sol_s,
         sum(estimated_s) as ops_s
     from priced
-    group by model, deployment, workload
+    group by model, deployment, framework, workload
 )
 
 select
@@ -114,5 +122,6 @@ select
     oh.value as overhead_s,
     t.ops_s + oh.value as time_s
 from steps as s
-inner join summed as t on t.model = s.model and t.deployment = s.deployment and t.workload = s.workload
+inner join summed as t
+    on t.model = s.model and t.deployment = s.deployment and t.framework = s.framework and t.workload = s.workload
 inner join constants as oh on oh.constant = 'step_overhead_s' and oh.applies_to = s.framework
