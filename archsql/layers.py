@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # spec → Analysis tables (passes; primitives own their rules)
     ("evaluator",),
     # DuckDB file, parameter tables, SQL views
-    ("views", "store", "store_layout"),
+    ("views", "store", "store_layout", "store_hold"),
     # answers built on the store
     (
         "output",
