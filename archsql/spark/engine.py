@@ -170,8 +170,13 @@ def _table_type():
 
 
 def _message(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    """The line of a Spark error that says what went wrong (a JVM error's first line only
+    names the call that failed)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    for line in lines:
+        if "Exception: " in line and not line.startswith("at "):
+            return line.split("Exception: ", 1)[1]
+    return lines[0] if lines else type(exc).__name__
 
 
 def open_dataset(

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,10 +143,6 @@ def _fn(name: str, *args: exp.Expression) -> exp.Anonymous:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def _lambda(params: Iterable[str], body: exp.Expression) -> exp.Lambda:
-    return exp.Lambda(this=body, expressions=[exp.to_identifier(p) for p in params])
-
-
 def _parse(text: str) -> exp.Expression:
     """An expression written in DuckDB's dialect (lambdas as ``lambda x: …``)."""
     return sqlglot.parse_one(text, dialect=READ)
@@ -247,15 +243,15 @@ def _ordered_list(
             first = "-1" if o.args.get("nulls_first") else "1"
             lo, hi = ("1", "-1") if o.args.get("desc") else ("-1", "1")
             cmp.append(
-                f"case when a.k{i} is null and b.k{i} is null then 0 when a.k{i} is null then {first} "
-                f"when b.k{i} is null then -{first} when a.k{i} < b.k{i} then {lo} "
-                f"when a.k{i} > b.k{i} then {hi} else 0 end"
+                f"case when l_.k{i} is null and r_.k{i} is null then 0 when l_.k{i} is null then {first} "
+                f"when r_.k{i} is null then -{first} when l_.k{i} < r_.k{i} then {lo} "
+                f"when l_.k{i} > r_.k{i} then {hi} else 0 end"
             )
         expr = cmp[-1]
         for c in reversed(cmp[:-1]):
             expr = f"case when ({c}) <> 0 then ({c}) else ({expr}) end"
-        collect = _fn("array_sort", collect, _lam(f"lambda a, b: {expr}"))
-    return _fn("transform", collect, _lam("lambda e: e.v"))
+        collect = _fn("array_sort", collect, _lam(f"lambda l_, r_: {expr}"))
+    return _fn("transform", collect, _lam("lambda e_: e_.v"))
 
 
 def _unwrap_agg(node: exp.Expression) -> tuple[exp.Expression, list[exp.Ordered], bool]:
@@ -288,6 +284,20 @@ def _rewrite_aggregates(tree: exp.Expression) -> exp.Expression:
         if isinstance(agg, exp.ArrayAgg):
             value, order, distinct = _unwrap_agg(agg)
             return _ordered_list(value, order, distinct, where)
+        if isinstance(agg, exp.GroupConcat):  # string_agg: NULLs skipped, NULL when none is left
+            value, order, distinct = _unwrap_agg(agg)
+            sep = agg.args.get("separator") or exp.Literal.string(",")
+            values = _ordered_list(value, order, distinct, where)
+            return _parse(
+                "case when size(filter(__v, lambda x_: x_ is not null)) = 0 then null "
+                "else array_join(filter(__v, lambda x_: x_ is not null), __s) end"
+            ).transform(
+                lambda n: (
+                    (values.copy() if n.name == "__v" else sep.copy())
+                    if isinstance(n, exp.Column) and n.name in ("__v", "__s")
+                    else n
+                )
+            )
         if isinstance(agg, exp.First) and isinstance(agg.this, exp.Order):
             value, order, _ = _unwrap_agg(agg)
             return _fn("element_at", _ordered_list(value, order, False, where), exp.Literal.number(1))
@@ -305,8 +315,8 @@ def _list_product(values: exp.Expression) -> exp.Expression:
     """DuckDB ``list_product``/``product``: the DOUBLE product of the non-NULL values, NULL for none."""
     v = "__p"
     return _parse(
-        f"case when size(filter({v}, lambda x: x is not null)) = 0 then null "
-        f"else aggregate(filter({v}, lambda x: x is not null), cast(1 as double), lambda acc, x: acc * x) end"
+        f"case when size(filter({v}, lambda x_: x_ is not null)) = 0 then null "
+        f"else aggregate(filter({v}, lambda x_: x_ is not null), cast(1 as double), lambda acc_, x_: acc_ * x_) end"
     ).transform(lambda n: values.copy() if isinstance(n, exp.Column) and n.name == v else n)
 
 
@@ -371,7 +381,7 @@ def _rewrite_scalars(tree: exp.Expression) -> exp.Expression:
         if name == "list_product":
             return _list_product(node.expressions[0])
         if name == "list_sum":
-            return _parse("aggregate(__l, cast(0 as bigint), lambda acc, x: acc + x)").transform(
+            return _parse("aggregate(__l, cast(0 as bigint), lambda acc_, x_: acc_ + x_)").transform(
                 lambda n: node.expressions[0].copy() if isinstance(n, exp.Column) and n.name == "__l" else n
             )
         if name == "list_has_all":
