@@ -298,6 +298,21 @@ def _rewrite_aggregates(tree: exp.Expression) -> exp.Expression:
                     else n
                 )
             )
+        if isinstance(node, exp.Window) and isinstance(node.this, exp.First) and isinstance(node.this.this, exp.Order):
+            # first(x order by k) over (partition by p): Spark orders the window itself,
+            # over the whole partition
+            value, order, _ = _unwrap_agg(node.this)
+            node.set("this", exp.First(this=value.copy()))
+            node.set("order", exp.Order(expressions=[o.copy() for o in order]))
+            node.set(
+                "spec",
+                exp.WindowSpec(
+                    kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED", end_side="FOLLOWING"
+                ),
+            )
+            return node
+        if isinstance(agg, exp.First) and isinstance(node.parent, exp.Window):
+            return node
         if isinstance(agg, exp.First) and isinstance(agg.this, exp.Order):
             value, order, _ = _unwrap_agg(agg)
             return _fn("element_at", _ordered_list(value, order, False, where), exp.Literal.number(1))
