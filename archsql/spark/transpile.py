@@ -38,11 +38,23 @@ from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
 
 from archsql.errors import Issue, QueryError
 
-READ = "duckdb"
 WRITE = "spark"
+
+
+class _DuckDBOneBased(DuckDB):
+    """DuckDB as sqlglot reads it, except that list indexes keep DuckDB's 1-based values in the
+    tree: sqlglot's parser shifts an index to 0-based only when it can type it (``l[1]``,
+    ``l[len(l)]``) and leaves ``l[a.axis + 1]`` as written, so the tree mixes both.  The
+    rewrite below turns every index into ``element_at`` (1-based)."""
+
+    INDEX_OFFSET = 0
+
+
+READ = _DuckDBOneBased
 SPARK_MACROS = Path(__file__).parent / "macros"
 
 
@@ -431,6 +443,21 @@ def _rewrite_scalars(tree: exp.Expression) -> exp.Expression:
             return exp.Cast(this=_fn("bround", node.this.copy()), to=to)
         if isinstance(node, exp.Literal) and not node.is_string and re.fullmatch(r"\d+\.\d*|\.\d+", node.this):
             return exp.cast(node.copy(), "double")
+        if (
+            isinstance(node, exp.Bracket)
+            and len(node.expressions) == 1
+            and not isinstance(node.expressions[0], exp.Slice)
+            and not (isinstance(node.expressions[0], exp.Literal) and node.expressions[0].is_string)
+        ):
+            # a 1-based list index, as DuckDB's (sqlglot shifts only a literal index to Spark's
+            # 0-based brackets; an expression such as a.axis + 1 would stay one off); index 0
+            # and out of range read NULL in DuckDB, element_at raises on 0
+            idx = node.expressions[0]
+            return exp.If(
+                this=exp.EQ(this=idx.copy(), expression=exp.Literal.number(0)),
+                true=exp.null(),
+                false=_fn("element_at", node.this.copy(), idx.copy()),
+            )
         if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Slice):
             sl = node.expressions[0]
             lo = sl.this or exp.Literal.number(1)
