@@ -53,6 +53,19 @@ def dataset(store, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def small_store(store_of):
+    """The one-model store ten other test files share (built once per run)."""
+    return store_of("Meta-Llama-3.1-8B")
+
+
+@pytest.fixture(scope="module")
+def small_dataset(small_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("spark") / "small"
+    export_dataset(out, small_store)
+    return out
+
+
 # A Spark session costs ~30 s of JVM start and the parity run minutes of Spark jobs on two
 # loaded cores: the Spark tests run when asked for (ARCHSQL_SPARK_TESTS=1, with pyspark
 # installed: pip install '.[spark]'), never silently inside the default suite.
@@ -82,10 +95,10 @@ def spark():
 # -- transpiling (no Spark) ------------------------------------------------------------------
 
 
-def test_every_view_transpiles_to_spark_sql(store):
+def test_every_view_transpiles_to_spark_sql(small_store):
     """Every view file of every folder gives Spark SQL that sqlglot's Spark parser reads back,
     with no DuckDB-only function left in it."""
-    con = duckdb.connect(str(store), read_only=True)
+    con = duckdb.connect(str(small_store), read_only=True)
     try:
         schema = _live_schema(con)
     finally:
@@ -127,10 +140,11 @@ def test_a_cast_of_a_fraction_rounds_half_to_even_as_duckdb():
 # -- the dataset -----------------------------------------------------------------------------
 
 
-def test_export_partitions_by_model_with_the_store_schemas(store, dataset):
+def test_export_partitions_by_model_with_the_store_schemas(small_store, small_dataset):
+    dataset = small_dataset
     manifest = read_manifest(dataset)
     assert manifest["archsql_version"]
-    con = duckdb.connect(str(store), read_only=True)
+    con = duckdb.connect(str(small_store), read_only=True)
     try:
         for name in ("terms", "nodes", "deployments"):
             entry = manifest["tables"][name]
@@ -143,19 +157,19 @@ def test_export_partitions_by_model_with_the_store_schemas(store, dataset):
     terms = manifest["tables"]["terms"]
     assert terms["partition_by"] == ["model"]
     folders = sorted(p.name for p in (dataset / "terms").iterdir())
-    assert folders == sorted(f"model={m}" for m in SPARK_MODELS)
+    assert folders == ["model=Meta-Llama-3.1-8B"]
     # a file holds one model's rows; the model column lives in the folder name (Hive style)
-    part = next((dataset / "terms" / "model=mamba-2.8b").glob("*.parquet"))
+    part = next((dataset / "terms" / "model=Meta-Llama-3.1-8B").glob("*.parquet"))
     assert "model" not in pq.read_schema(part).names
     assert manifest["tables"]["deployments"]["partition_by"] == []
     assert json.loads((dataset / "manifest.json").read_text())["views"][0]["name"].startswith("base_")
 
 
-def test_partition_by_an_unknown_column_is_a_located_error(store, tmp_path):
+def test_partition_by_an_unknown_column_is_a_located_error(small_store, tmp_path):
     from archsql.errors import QueryError
 
     with pytest.raises(QueryError, match="no table of the store has the column 'modle'") as info:
-        export_dataset(tmp_path / "x", store, ("modle",))
+        export_dataset(tmp_path / "x", small_store, ("modle",))
     assert "model" in str(info.value)
 
 
