@@ -502,7 +502,7 @@ def _rewrite_unnests(tree: exp.Expression) -> exp.Expression:
     """DuckDB zips the ``unnest`` calls of one SELECT (NULL-padding the shorter lists) and lets
     them sit inside expressions; Spark allows one bare generator per SELECT.  Several, or one
     inside an expression → one ``LATERAL VIEW inline(arrays_zip(…))`` and columns."""
-    for select in list(tree.find_all(exp.Select)):
+    for k, select in enumerate(list(tree.find_all(exp.Select))):
         gens = [
             n
             for p in select.expressions
@@ -516,7 +516,7 @@ def _rewrite_unnests(tree: exp.Expression) -> exp.Expression:
         if bare or not select.args.get("from_"):
             continue
         lists = []
-        alias = f"__z{id(select) % 10_000}"
+        alias = f"__z{k}"
         names = [f"g{i}" for i in range(len(gens))]
         for g, n in zip(gens, names, strict=True):
             if isinstance(g, exp.Anonymous):  # generate_subscripts(l, 1): 1 .. len(l)
