@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "kernel_corpus",
         "launch",
         "author",
+        "spark",
     ),
     # commands
     ("cli", "cli_params", "design.cli", "kernel_corpus.cli", "site", "launch_cli", "author.cli", "__main__"),
