@@ -228,14 +228,48 @@ def refresh(db: Path) -> None:
 # ---------------------------------------------------------------------------- sql
 
 
+_ENGINE_OPTION = click.option(
+    "--engine",
+    type=click.Choice(("duckdb", "spark")),
+    default="duckdb",
+    show_default=True,
+    help="spark: the same views on Apache Spark over a Parquet dataset (--dataset; pip install 'archsql[spark]').",
+)
+_DATASET_OPTION = click.option(
+    "--dataset",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --engine spark: the folder `archsql export --parquet DIR --partition-by model` wrote.",
+)
+
+
+def _dataset_of(engine: str, dataset: Path | None) -> Path | None:
+    if engine == "spark" and dataset is None:
+        raise click.UsageError(
+            "--engine spark reads a Parquet dataset: write one with `archsql export --parquet DIR "
+            "--partition-by model`, then pass --dataset DIR"
+        )
+    if engine == "duckdb" and dataset is not None:
+        raise click.UsageError("--dataset is read by --engine spark; DuckDB reads the store (--db)")
+    return dataset
+
+
 @cli.command()
 @click.argument("query")
+@_ENGINE_OPTION
+@_DATASET_OPTION
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
 @click.pass_obj
-def sql(db: Path, query: str, fmt: str, output: Path | None) -> None:
-    """Run a read-only QUERY over the store's tables and views."""
+def sql(db: Path, query: str, engine: str, dataset: Path | None, fmt: str, output: Path | None) -> None:
+    """Run a read-only QUERY over the store's tables and views (DuckDB's SQL dialect, on
+    either engine)."""
     check_format(fmt, output)
+    if _dataset_of(engine, dataset) is not None:
+        from archsql.spark import engine as spark_engine
+
+        emit(spark_engine.query(query, dataset), fmt, output)
+        return
     table, invalid = api.query_checked(query, db=db)  # one connection for both
     emit(table, fmt, output)
     _warn_invalid_rows(db, rows=invalid)
@@ -294,10 +328,18 @@ def _warn_invalid_rows(db: Path, shown: int = 5, *, rows: list[dict] | None = No
     required=True,
     help="Directory to write <name>.parquet into (created if missing).",
 )
+@click.option(
+    "--partition-by",
+    "partition_by",
+    multiple=True,
+    help="Write the store's tables as a partitioned dataset another engine reads (DIR/<table>/<column>=<value>/, "
+    "DIR/manifest.json), e.g. --partition-by model.",
+)
 @format_option(("table", "csv", "json"))
 @click.pass_obj
-def export(db: Path, directory: Path, fmt: str) -> None:
-    """Write every table and view of the store as DIR/<name>.parquet."""
+def export(db: Path, directory: Path, partition_by: tuple[str, ...], fmt: str) -> None:
+    """Write every table and view of the store as DIR/<name>.parquet, or (--partition-by) its
+    tables as a partitioned Parquet dataset with a manifest (archsql sql --engine spark)."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -315,8 +357,13 @@ def export(db: Path, directory: Path, fmt: str) -> None:
         def step(name: str, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, description=f"wrote {escape(printable(name))}.parquet")
 
-        files = api.export_parquet(directory, db=db, progress=step)
-    emit(files, fmt, None, title=f"{files.num_rows} files in {directory}")
+        if partition_by:
+            from archsql.spark.dataset import export_dataset
+
+            files = export_dataset(directory, db, partition_by, progress=step)
+        else:
+            files = api.export_parquet(directory, db=db, progress=step)
+    emit(files, fmt, None, title=f"{files.num_rows} {'tables' if partition_by else 'files'} in {directory}")
 
 
 # ---------------------------------------------------------------------------- explain
@@ -626,6 +673,8 @@ def _mesh_axis_options(command):
     is_flag=True,
     help="Only the fitting points no other point beats on both tokens/s/user and tokens/s/GPU.",
 )
+@_ENGINE_OPTION
+@_DATASET_OPTION
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
 @click.pass_context
@@ -645,6 +694,8 @@ def sweep(
     phase,
     columns,
     only_pareto,
+    engine,
+    dataset,
     fmt,
     output,
     **degrees,
@@ -666,6 +717,7 @@ def sweep(
     from archsql import sweep as sweeps
 
     check_format(fmt, output)
+    _dataset_of(engine, dataset)
     kinds = [k.strip() for k in cp_kinds.split(",")]
     unknown = [k for k in kinds if k not in ("ring", "ulysses")]
     if unknown:
@@ -713,7 +765,13 @@ def sweep(
         err.print(Text(f"dropped {plural(len(plan.dropped), 'grid point')}:", style="yellow"))
         for d in plan.dropped:
             err.print(Text(f"  {printable(str(d))}"))
-    table = sweeps.points(sweeps.sweep(model, db_of(ctx), plan.deployments, plan.workloads), plan.labels)
+    if dataset is not None:
+        from archsql.spark import engine as spark_engine
+
+        rows = spark_engine.sweep(model, db_of(ctx), dataset, plan.deployments, plan.workloads)
+    else:
+        rows = sweeps.sweep(model, db_of(ctx), plan.deployments, plan.workloads)
+    table = sweeps.points(rows, plan.labels)
     if only_pareto:
         table = sweeps.pareto(table)
     if columns is not None:

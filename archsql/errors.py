@@ -166,3 +166,8 @@ def unknown_name(kind: str, name: str, choices: Iterable[str]) -> tuple[str, str
         shown = ", ".join(choices[:12]) + (", …" if len(choices) > 12 else "")
         hint = f"known {plural_of(kind)}: {shown}"
     return f"unknown {kind} '{name}'", hint
+
+
+class EngineError(ArchsqlError, RuntimeError):
+    """Another query engine (``--engine spark``) cannot be used: its optional dependency is
+    not installed, or it rejected a view or query."""

@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # spec → Analysis tables (passes; primitives own their rules)
     ("evaluator",),
     # DuckDB file, parameter tables, SQL views
-    ("views", "store", "store_layout"),
+    ("views", "store", "store_layout", "store_hold"),
     # answers built on the store
     (
         "output",
@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "kernel_corpus",
         "launch",
         "author",
+        "spark",
     ),
     # commands
     ("cli", "cli_params", "design.cli", "kernel_corpus.cli", "site", "launch_cli", "author.cli", "__main__"),

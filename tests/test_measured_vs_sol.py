@@ -278,6 +278,11 @@ def test_tensor_parallel_signatures_are_read_through_the_layouts(db):
         (64 * HIDDEN * 2, tp, 1),
     }
     assert reduces["embed_tokens#all_reduce[-1]"]["launches"] == 1
+    # the 8 ranks sit on one node of 8 GPUs (int_deployment_links: members per node 8): a
+    # count of nodes ceil(8 / 8) = 1, an integer (a DOUBLE members count once made it
+    # (8 + 8 - 1) / 8 = 1.875, which no measured row's node count could equal)
+    assert {r["nodes"] for r in reduces.values()} == {1}
+    assert all(type(r["nodes"]) is int for r in reduces.values())
     # the plan is the same view, deduplicated
     planned = plan(MODEL, "decode_b64_c2k", "8xH200-tp8", db=db)
     gemms = {(s.get("m"), s.get("n"), s.get("k")): s.count for s in planned.shapes if s.op_kind == "gemm"}

@@ -52,7 +52,7 @@ placed as (
         case
             when degree * stride <= gpus_per_node then degree
             when stride >= gpus_per_node then 1
-            else greatest(floor(gpus_per_node / stride), 1)
+            else greatest(floor(gpus_per_node / stride), 1)::bigint  -- a count of devices: an integer
         end as members_per_node
     from strided
 )

@@ -79,7 +79,7 @@ stored_axes as (
     select
         t.* exclude (shape, axis_map),
         w.weight_shape,
-        unnest(range(len(t.shape))) as i,
+        unnest(range(array_length(t.shape))) as i,
         unnest(t.shape) as size,
         unnest(t.axis_map) as source
     from tensors as t
@@ -121,7 +121,7 @@ scalars as (
         * exclude (shape, axis_map),
         1 as elements
     from tensors
-    where len(shape) = 0
+    where array_length(shape) = 0
 ),
 
 all_tensors as (

@@ -18,7 +18,7 @@ with_prefix as (
         t.shape,
         coalesce(list_product(t.shape), 1)::bigint as elements,
         t.offset_end - t.offset_begin as bytes,
-        coalesce(p.canonical || t.name[length(p.prefix) + 1:], t.name) as canonical_name
+        coalesce(p.canonical || substr(t.name, length(p.prefix) + 1), t.name) as canonical_name
     from tensors as t
     left join prefixes as p on starts_with(t.name, p.prefix)
     qualify row_number() over (partition by t.checkpoint, t.name order by length(p.prefix) desc nulls last) = 1

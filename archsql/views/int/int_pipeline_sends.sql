@@ -163,9 +163,9 @@ value_terms as (
         sh.phase,
         sh.uid,
         coalesce(product(sh.size) filter (where sh.symbol is null), 1) as coef,
-        sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'B'))) as e_B,
-        sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 's'))) as e_s,
-        sum(len(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'c'))) as e_c
+        sum(array_length(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'B'))) as e_B,
+        sum(array_length(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 's'))) as e_s,
+        sum(array_length(list_filter(string_split(coalesce(sh.symbol, ''), '*'), lambda x: x = 'c'))) as e_c
     from base_shapes as sh
     inner join sent_producers as p on p.model = sh.model and p.uid = sh.uid
     group by sh.model, sh.phase, sh.uid

@@ -12,9 +12,11 @@ reconciled as (
 ),
 
 storage as (
-    select *
-    from int_storage_bytes
-    where profile = 'native' or (model, profile) in (select (model, profile) from reconciled)
+    select b.*
+    from int_storage_bytes as b
+    where
+        b.profile = 'native'
+        or exists (select 1 from reconciled as r where r.model = b.model and r.profile = b.profile)
 ),
 
 prefixes as (
@@ -49,7 +51,7 @@ named as (
 with_prefix as (
     select
         n.*,
-        coalesce(p.canonical || n.spec_name[length(p.prefix) + 1:], n.spec_name) as canonical_name
+        coalesce(p.canonical || substr(n.spec_name, length(p.prefix) + 1), n.spec_name) as canonical_name
     from named as n
     left join prefixes as p on starts_with(n.spec_name, p.prefix)
     qualify row_number() over (

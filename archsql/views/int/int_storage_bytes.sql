@@ -30,7 +30,7 @@ joined as (
         coalesce(list_product(s.shape), 1)::bigint as elements,
         d.bits,
         i.count // coalesce(t.layers, 1) as copies_per_layer,
-        coalesce(len(s.layers), 1) as row_layers
+        coalesce(array_length(s.layers), 1) as row_layers
     from storage as s
     left join dtypes as d on d.dtype = s.dtype
     left join nodes as n on n.model = s.model and n.uid = s.uid

@@ -124,7 +124,7 @@ tested as (
 applied as (
     select *
     from tested
-    where len(failed) = 0
+    where array_length(failed) = 0
 ),
 
 -- an applied group an earlier applied rule shares a member with: that rule takes it
@@ -144,7 +144,7 @@ taken as (
             b.model = a.model and b.phase = a.phase and b.deployment = a.deployment
             and b.framework = a.framework and b.version = a.version
             and b.priority < a.priority and b.pattern <> 'node' and a.pattern <> 'node' and not a.call and not b.call
-            and len(list_intersect(a.members, b.members)) > 0
+            and array_length(list_intersect(a.members, b.members)) > 0
     group by a.model, a.phase, a.deployment, a.framework, a.version, a.rule, a.members
 )
 
@@ -161,10 +161,10 @@ select
     t.input_uid,
     t.members,
     t.call,
-    len(t.failed) = 0 as applied,
-    len(t.failed) = 0 and k.taken_by is null as launched,
+    array_length(t.failed) = 0 as applied,
+    array_length(t.failed) = 0 and k.taken_by is null as launched,
     case
-        when len(t.failed) > 0 then array_to_string(t.failed, '; ')
+        when array_length(t.failed) > 0 then array_to_string(t.failed, '; ')
         when k.taken_by is not null then format('taken by {}', k.taken_by)
     end as reason
 from tested as t

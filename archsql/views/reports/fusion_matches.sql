@@ -90,7 +90,7 @@ walk (framework, version, rule, model, phase, step, last_uid, members) as (
             n.model = e.model and n.phase = e.phase and n.uid = e.dst_uid
             and list_contains(r.steps[w.step + 1].ops, n.op)
             and (r.steps[w.step + 1].roles is null or list_contains(r.steps[w.step + 1].roles, n.role))
-    where w.step < len(r.steps)
+    where w.step < array_length(r.steps)
 ),
 
 chains as (
@@ -104,7 +104,7 @@ chains as (
         w.members
     from walk as w
     inner join rules as r on r.framework = w.framework and r.version = w.version and r.rule = w.rule
-    where w.step = len(r.steps)
+    where w.step = array_length(r.steps)
 ),
 
 siblings as (

@@ -213,7 +213,7 @@ select
     op_kind,
     members,
     -- launches per step: one per copy; routed experts launch once per layer for all experts
-    case when op_kind = 'grouped_gemm' then count // router_[len(router_)] else count end as launches,
+    case when op_kind = 'grouped_gemm' then count // router_[array_length(router_)] else count end as launches,
     case
         when op_kind in ('gemm', 'grouped_gemm') then weight_dtype
         else act_dtype
@@ -227,34 +227,34 @@ select
     case when op_kind = 'grouped_gemm' then ep_degree end as ep,
     case when op_kind = 'all_reduce' then collective_nodes end as nodes,
     -- gemm: y[m, n] = x[m, k] · W[n, k]ᵀ; a tied head without its own weight reads its input
-    case when op_kind = 'gemm' then list_product(out_[1:len(out_) - 1])::bigint end as m,
+    case when op_kind = 'gemm' then list_product(out_[1:array_length(out_) - 1])::bigint end as m,
     case
-        when op_kind = 'gemm' then coalesce(weight_[1], out_[len(out_)])
-        when op_kind = 'grouped_gemm' then weight_[len(weight_) - 1]
+        when op_kind = 'gemm' then coalesce(weight_[1], out_[array_length(out_)])
+        when op_kind = 'grouped_gemm' then weight_[array_length(weight_) - 1]
     end as n,
     case
-        when op_kind = 'gemm' then coalesce(weight_[2], input_[len(input_)])
-        when op_kind = 'grouped_gemm' then weight_[len(weight_)]
+        when op_kind = 'gemm' then coalesce(weight_[2], input_[array_length(input_)])
+        when op_kind = 'grouped_gemm' then weight_[array_length(weight_)]
     end as k,
     -- attention: scores [B, heads, s, c], keys [..., kv_heads, head_dim]
     case when op_kind in ('attention', 'encoder_attention') then out_[1] end as batch,
     case when op_kind in ('attention', 'encoder_attention') then out_[3] end as q_len,
     case when op_kind in ('attention', 'encoder_attention') then out_[4] end as kv_len,
     case when op_kind in ('attention', 'encoder_attention') then out_[2] end as heads,
-    case when op_kind in ('attention', 'encoder_attention') then key_[len(key_) - 1] end as kv_heads,
-    case when op_kind in ('attention', 'encoder_attention') then key_[len(key_)] end as head_dim,
+    case when op_kind in ('attention', 'encoder_attention') then key_[array_length(key_) - 1] end as kv_heads,
+    case when op_kind in ('attention', 'encoder_attention') then key_[array_length(key_)] end as head_dim,
     case
-        when op_kind in ('attention', 'encoder_attention') then nullif(apply_[len(apply_)], key_[len(key_)])
+        when op_kind in ('attention', 'encoder_attention') then nullif(apply_[array_length(apply_)], key_[array_length(key_)])
     end as v_head_dim,
     case when op_kind = 'attention' then window_size end as window_size,
     -- grouped_gemm: out [..., topk, n]; rmsnorm: out [..., hidden]
     case
-        when op_kind = 'grouped_gemm' then list_product(out_[1:len(out_) - 2])::bigint
-        when op_kind = 'rmsnorm' then list_product(out_[1:len(out_) - 1])::bigint
+        when op_kind = 'grouped_gemm' then list_product(out_[1:array_length(out_) - 2])::bigint
+        when op_kind = 'rmsnorm' then list_product(out_[1:array_length(out_) - 1])::bigint
     end as tokens,
-    case when op_kind = 'rmsnorm' then out_[len(out_)] end as hidden,
-    case when op_kind = 'grouped_gemm' then out_[len(out_) - 1] end as topk,
-    case when op_kind = 'grouped_gemm' then router_[len(router_)] end as experts,
+    case when op_kind = 'rmsnorm' then out_[array_length(out_)] end as hidden,
+    case when op_kind = 'grouped_gemm' then out_[array_length(out_) - 1] end as topk,
+    case when op_kind = 'grouped_gemm' then router_[array_length(router_)] end as experts,
     case when op_kind = 'grouped_gemm' then 'balanced' end as routing,
     case when op_kind = 'all_reduce' then (list_product(message_) * act_bytes)::bigint end as message_bytes,
     case when op_kind = 'all_reduce' then collective_degree end as group_size

@@ -106,7 +106,7 @@ merged as (
         k.version,
         k.kernel_uid,
         sum(s.n) as n,
-        count(distinct s.k) = 1 and count(*) = len(any_value(k.members)) as same_k
+        count(distinct s.k) = 1 and count(*) = array_length(any_value(k.members)) as same_k
     from kernels as k
     inner join base_fusion_rules as r on r.framework = k.framework and r.version = k.version and r.rule = k.rule
     cross join unnest(k.members) as m(uid)

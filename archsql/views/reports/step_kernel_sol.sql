@@ -25,7 +25,7 @@ fused_ops as (
         workload,
         framework,
         version,
-        count(*) filter (where len(fused_by) > 0) as fused_ops
+        count(*) filter (where array_length(fused_by) > 0) as fused_ops
     from kernel_sol
     group by model, deployment, workload, framework, version
 ),
