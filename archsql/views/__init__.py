@@ -17,6 +17,8 @@ so every DuckDB client sees them with the views.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
@@ -236,8 +238,6 @@ def record_sources(con: duckdb.DuckDBPyConnection, kind: str, sql: dict[str, str
 
 def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """The parsed sidecar YAML of every view, keyed by view name (shape-checked)."""
-    from archsql.schema.yamlsrc import load_yaml
-
     docs: dict[str, dict[str, Any]] = {}
     issues: list[Issue] = []
     for f in view_files(views_dir):
@@ -245,9 +245,10 @@ def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
         if not side.is_file():
             issues.append(Issue(f"view '{f.name}' has no sidecar {side.name}", file=str(f.path)))
             continue
-        doc = load_yaml(side)
-        issues += _check_doc(doc, str(side))
-        docs[f.name] = doc
+        stat = side.stat()
+        doc, found = _read_doc(str(side), stat.st_mtime_ns, stat.st_size)
+        issues += found
+        docs[f.name] = copy.deepcopy(doc)  # the caller's own: the parsed one is kept
     if issues:
         raise SpecError(issues=issues)
     return docs
@@ -267,6 +268,17 @@ def unstored_views(views_dir: str | Path | None = None) -> set[str]:
             if isinstance(doc, dict) and doc.get("stored") is False:
                 out.add(f.name)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_doc(file: str, mtime_ns: int, size: int) -> tuple[Any, list[Issue]]:
+    """A sidecar parsed and shape-checked, once per version of the file (its modification
+    time and size): parsing ~100 sidecars costs half a second, and check_invariants, export
+    and the tests read them all."""
+    from archsql.schema.yamlsrc import load_yaml
+
+    doc = load_yaml(file)
+    return doc, _check_doc(doc, file)
 
 
 def check_invariants(
