@@ -53,6 +53,7 @@ def shared_store(root: Path, models: tuple[str, ...]) -> Path:
     under a file lock (the others wait and read the same file)."""
     from archsql.api import build
 
+    root.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256("\n".join(models).encode()).hexdigest()[:16] if models else "catalog"
     db = root / key / "store.duckdb"
     built = db.with_name("built")  # written last: a store left half-built by a crash is rebuilt
@@ -101,14 +102,16 @@ def pytest_collection_finish(session):
     run = run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run
     code = "import sys; from pathlib import Path; from tests.conftest import shared_store; shared_store(Path(sys.argv[1]), ())"
     env = {**os.environ, "ARCHSQL_CACHE_DIR": str(run / "archsql-cache")}
-    _CATALOG_BUILDER.append(
-        subprocess.Popen(
-            [sys.executable, "-c", code, str(run / "shared-stores")],
-            cwd=Path(__file__).parents[1],
-            env=env,
-            stdout=subprocess.DEVNULL,
+    with (run / "catalog-build.log").open("w") as log:  # a failed build: the fixture builds and says why
+        _CATALOG_BUILDER.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(run / "shared-stores")],
+                cwd=Path(__file__).parents[1],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         )
-    )
 
 
 def pytest_sessionfinish(session):

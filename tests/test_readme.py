@@ -24,8 +24,12 @@ ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
 # the models the README's queries, sweeps and explanations name
 STORE_MODELS = ("DeepSeek-V3", "Meta-Llama-3.1-70B", "Meta-Llama-3.1-8B", "Qwen3-30B-A3B")
-# lines that install the package or run the test suite (see the module docstring)
-NOT_RUN = re.compile(r"^\s*(pip install|python -m pytest)")
+# lines that install the package or run the test suite (see the module docstring), and the
+# lines that start Spark, which the Spark tests run when asked (ARCHSQL_SPARK_TESTS=1,
+# tests/test_spark.py): a Spark session costs half a minute of the suite's two cores
+NOT_RUN = re.compile(
+    r"^\s*(pip install|python -m pytest)" + ("" if os.environ.get("ARCHSQL_SPARK_TESTS") else r"|.*--engine spark")
+)
 
 pytestmark = pytest.mark.slow
 
