@@ -81,9 +81,11 @@ def _reads_the_catalog(item) -> bool:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The tests that read the whole catalog's store run last (a stable sort: every xdist
-    worker collects the same order), so the workers run the others while it is built."""
-    items.sort(key=_reads_the_catalog)
+    """The files with a test that reads the whole catalog's store run last (a stable sort:
+    every xdist worker collects the same order; --dist loadfile hands out whole files), so the
+    workers run the others while it is built."""
+    files = {item.nodeid.split("::")[0] for item in items if _reads_the_catalog(item)}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] in files)
 
 
 _CATALOG_BUILDER: list = []
