@@ -76,53 +76,6 @@ def store_of(tmp_path_factory):
     return lambda *models: shared_store(root, models)
 
 
-def _reads_the_catalog(item) -> bool:
-    return "catalog_db" in getattr(item, "fixturenames", ())
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The files with a test that reads the whole catalog's store run last (a stable sort:
-    every xdist worker collects the same order; --dist loadfile hands out whole files), so the
-    workers run the others while it is built."""
-    files = {item.nodeid.split("::")[0] for item in items if _reads_the_catalog(item)}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] in files)
-
-
-_CATALOG_BUILDER: list = []
-
-
-def pytest_collection_finish(session):
-    """When the run reads the catalog's store, one process starts building it now, beside the
-    tests (the first xdist worker, or the only process), instead of when a test first asks."""
-    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or not any(map(_reads_the_catalog, session.items)):
-        return
-    import subprocess
-    import sys
-
-    factory = session.config._tmp_path_factory  # the tmp_path_factory fixture's own object
-    run = factory.getbasetemp()
-    run = run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run
-    code = "import sys; from pathlib import Path; from tests.conftest import shared_store; shared_store(Path(sys.argv[1]), ())"
-    env = {**os.environ, "ARCHSQL_CACHE_DIR": str(run / "archsql-cache")}
-    with (run / "catalog-build.log").open("w") as log:  # a failed build: the fixture builds and says why
-        _CATALOG_BUILDER.append(
-            subprocess.Popen(
-                [sys.executable, "-c", code, str(run / "shared-stores")],
-                cwd=Path(__file__).parents[1],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        )
-
-
-def pytest_sessionfinish(session):
-    for proc in _CATALOG_BUILDER:  # a run stopped early: the build is not needed any more
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait()
-
-
 @pytest.fixture(scope="session")
 def catalog_db(store_of) -> Path:
     return store_of()
