@@ -13,7 +13,6 @@ by row, floats to 1e-12 relative (DuckDB sums in parallel: the last bits may mov
 from __future__ import annotations
 
 import dataclasses
-import math
 import shutil
 
 import duckdb
@@ -24,6 +23,7 @@ import archsql.store
 from archsql import api
 from archsql.errors import StoreError
 from archsql.store import connect, freshness, write_checkpoints
+from tests.test_derived import _same  # floats to 1e-12 relative
 
 MODEL = "Qwen3-0.6B"
 ANSWERS = (
@@ -37,16 +37,6 @@ ANSWERS = (
 def _rows(db, sql):
     with connect(db) as con:
         return sorted(con.execute(sql).fetchall(), key=repr)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def test_a_store_copied_from_the_empty_store_answers_as_one_created_in_place(store_of, tmp_path, monkeypatch):
