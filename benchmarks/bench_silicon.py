@@ -188,13 +188,71 @@ def dump(questions: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
+# a framework version gets its own request overhead when the fit half holds this many of its sweeps
+MIN_VERSION_SWEEPS = 3
+
+
+def weighted_median(values: list[float], weights: list[float]) -> float:
+    """The v minimising sum(w_i |v - x_i|): the first value where the cumulative weight reaches half."""
+    pairs = sorted(zip(values, weights, strict=True))
+    total, acc = sum(weights), 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= total / 2:
+            return v
+    return pairs[-1][0]
+
+
+def fit_overheads(con, train: list[dict]) -> dict[str, tuple[float, int, int]]:
+    """The request overheads minimising the TTFT MAPE of the fit half, given the other constants.
+
+    TTFT = request_overhead_s + the rest (serving_estimates) on a row that does not queue, so the
+    overhead o minimising sum |o + rest_i - measured_i| / measured_i is the weighted median of
+    measured_i - rest_i with weights 1 / measured_i: one per framework over all its rows (the value
+    of versions without their own) and one per framework version (applies_to framework@version,
+    '@*' the rows without a recorded version) with at least MIN_VERSION_SWEEPS sweeps.
+    Returns applies_to -> (value, rows, sweeps)."""
+    meas = {q["case"]["serving_case"]: q for q in train}
+    rows = serving.estimates(con, list(meas)).to_pylist()
+    groups: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for r in rows:
+        if r["queue_wait_s"] > 0:  # the overhead enters the queue wait too: not this closed form
+            continue
+        q = meas[r["serving_case"]]
+        m = float(q["row"]["silicon_ttft_ms"]) / 1e3
+        point = (m - (r["ttft_s"] - r["request_overhead_s"]), 1 / m, q["row"]["split_hash"])
+        groups[r["framework"]].append(point)
+        groups[f"{r['framework']}@{r['version']}"].append(point)
+    found = {}
+    for key, pts in groups.items():
+        sweeps = len({p[2] for p in pts})
+        if "@" in key and sweeps < MIN_VERSION_SWEEPS:
+            continue
+        value = max(0.0, weighted_median([p[0] for p in pts], [p[1] for p in pts]))
+        found[key] = (value, len(pts), sweeps)
+    return found
+
+
+def set_overheads(con, found: dict[str, tuple[float, int, int]]) -> None:
+    con.execute("delete from serving_constants where constant = 'request_overhead_s'")
+    con.executemany(
+        "insert into serving_constants (constant, applies_to, value) values ('request_overhead_s', ?, ?)",
+        [[k, v[0]] for k, v in sorted(found.items())],
+    )
+
+
 def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
-    """Fit serving_constants on the fit half's comparable rows; returns the new rows."""
+    """Fit serving_constants on the fit half's comparable rows; returns the new rows.
+
+    The request overheads (per framework and framework version) in closed form (fit_overheads),
+    the other constants by Powell with the overheads held, then the overheads again."""
     import numpy as np
     from scipy.optimize import minimize
 
     train = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True" and half(q["row"]) == "fit"]
-    current = con.execute("select constant, applies_to, value from serving_constants order by all").fetchall()
+    current = con.execute(
+        "select constant, applies_to, value from serving_constants where constant <> 'request_overhead_s' order by all"
+    ).fetchall()
     names = [(c, a) for c, a, _ in current]
     cases = [q["case"]["serving_case"] for q in train]
     meas = {q["case"]["serving_case"]: q["row"] for q in train}
@@ -234,11 +292,15 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
     t0 = time.perf_counter()
     # the schedule shapes do not depend on the constants: computed once for the whole fit
     with computed_once(con, views={"int_serving_steps"}):
+        set_overheads(con, fit_overheads(con, train))
         result = minimize(objective, x0, method="Powell", options=dict(maxfev=args_maxfev, xtol=1e-3, ftol=1e-5))
         objective(result.x)
+        overheads = fit_overheads(con, train)
+        set_overheads(con, overheads)
+        final = objective(result.x)
     print(
-        f"fit: {len(names)} constants on {len(train)} rows, objective {100 * result.fun:.1f} %, "
-        f"{result.nfev} evaluations, {time.perf_counter() - t0:.0f} s",
+        f"fit: {len(names)} constants by Powell and {len(overheads)} request overheads on {len(train)} rows, "
+        f"objective {100 * final:.1f} %, {result.nfev} evaluations, {time.perf_counter() - t0:.0f} s",
         file=sys.stderr,
     )
     units = {r["constant"]: r["unit"] for r in serving_constants_table(SERVING_DIR).to_pylist()}
@@ -248,12 +310,28 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
     )
     method = (
         f"benchmarks/bench_silicon.py --fit: Powell over log values minimising (TTFT MAPE + TPOT MAPE) / 2 "
-        f"of serving_estimates ({result.nfev} evaluations from the previous values); efficiencies capped at 1"
+        f"of serving_estimates ({result.nfev} evaluations from the previous values, the request overheads "
+        f"held); efficiencies capped at 1"
     )
-    return [
+    fitted = [
         dict(constant=c, applies_to=a, value=round(v, 6), unit=units.get(c), fitted_on=fitted_on, method=method)
         for (c, a), v in zip(names, values(result.x), strict=True)
     ]
+    for key, (v, n, sweeps) in sorted(overheads.items()):
+        fitted.append(
+            dict(
+                constant="request_overhead_s",
+                applies_to=key,
+                value=round(v, 6),
+                unit=units.get("request_overhead_s"),
+                fitted_on=f"{fitted_on}; of them {n} rows, {sweeps} sweeps of {key} that do not queue",
+                method="benchmarks/bench_silicon.py --fit: closed form, the weighted median of measured TTFT - "
+                "(serving_estimates TTFT - overhead), weights 1 / measured TTFT (the overhead minimising "
+                f"their TTFT MAPE), the other constants held; a version with {MIN_VERSION_SWEEPS}+ sweeps "
+                "gets its own (framework@version), the others the framework's",
+            )
+        )
+    return sorted(fitted, key=lambda r: (r["constant"], r["applies_to"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,7 +58,7 @@ SERVING_GPU_GENERATIONS_SCHEMA = pa.schema([("gpu", pa.string()), ("generation",
 SERVING_CONSTANTS_SCHEMA = pa.schema(
     [
         ("constant", pa.string()),  # compute_efficiency | memory_efficiency | comm_efficiency | step_overhead_s
-        ("applies_to", pa.string()),  # a GPU generation or a framework
+        ("applies_to", pa.string()),  # a GPU generation, a framework or (VERSION_SCOPED) framework@version
         ("value", pa.float64()),
         ("unit", pa.string()),
         ("fitted_on", pa.string()),  # which measured rows
@@ -79,6 +79,9 @@ CONSTANT_SCOPES = {
     "request_overhead_s": "framework",
     "eager_launch_s": "framework",
 }
+# constants a framework version may have its own value of (applies_to 'framework@version', '@*'
+# the runs that do not record their version); other versions take the framework's row
+VERSION_SCOPED = ("request_overhead_s",)
 _BOOLS = {"true": True, "false": False}
 # frameworks.csv kv_admission: blocks allocated as tokens are computed | the whole length reserved
 KV_ADMISSIONS = ("paged", "reserve")
@@ -176,6 +179,14 @@ def serving_constants_table(directory: Path) -> pa.Table:
         Issue(f"{path.name}:{r['_line']}: unknown constant {r['constant']!r}", hint=", ".join(CONSTANT_SCOPES))
         for r in rows
         if r["constant"] not in CONSTANT_SCOPES
+    ] + [
+        Issue(
+            f"{path.name}:{r['_line']}: {r['constant']} applies to a framework or a GPU generation, "
+            f"not a framework version ({r['applies_to']!r})",
+            hint=f"only {', '.join(VERSION_SCOPED)} may apply to framework@version",
+        )
+        for r in rows
+        if "@" in (r["applies_to"] or "") and r["constant"] in CONSTANT_SCOPES and r["constant"] not in VERSION_SCOPED
     ]
     if issues:
         raise SpecError(issues=issues)

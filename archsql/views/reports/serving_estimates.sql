@@ -11,7 +11,8 @@
 --   TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
 --   token (no mixed steps).
 -- TTFT adds the framework's request overhead (receiving, tokenizing, scheduling a request and
--- returning its first token: fitted, serving_constants), and the wait in the queue when the
+-- returning its first token: fitted, serving_constants; the framework version's own value where
+-- serving_constants has one, applies_to 'framework@version', else the framework's), and the wait in the queue when the
 -- rank's KV cache (device_memory) or the framework's request cap admits fewer requests than its
 -- clients send (closed loop: (c - B) / B request latencies).
 -- With MTP a decode step verifies 1 + k tokens and yields 1 + a + ... + a^k of them.
@@ -51,6 +52,16 @@ framework_constants as (
     group by applies_to
 ),
 
+-- a framework version's own request overhead (applies_to 'framework@version'; '@*' the rows
+-- that do not record their version)
+version_overheads as (
+    select
+        applies_to,
+        value as request_overhead_s
+    from serving_constants
+    where constant = 'request_overhead_s' and contains(applies_to, '@')
+),
+
 timed as (
     select
         s.*,
@@ -59,7 +70,7 @@ timed as (
         d.time_s as decode_step_s,
         d.sol_s as decode_step_sol_s,
         w.first_wave_share,
-        w.request_overhead_s,
+        coalesce(v.request_overhead_s, w.request_overhead_s) as request_overhead_s,
         -- the cost of one prompt token in a full prefill step (its overhead left out)
         (p.time_s - p.overhead_s) / (s.step_requests * s.chunk) as prefill_token_s,
         -- mean group index of a request: groups 1 .. g-1 of step_requests, the last of the rest
@@ -81,6 +92,7 @@ timed as (
         on d.model = s.model and d.deployment = s.deployment and d.framework = s.framework
         and d.workload = s.running_workload
     inner join framework_constants as w on w.framework = s.framework
+    left join version_overheads as v on v.applies_to = s.framework || '@' || s.version
 ),
 
 scheduled as (
