@@ -68,11 +68,92 @@ def llama(store_of):
     return store_of("Meta-Llama-3.1-8B")
 
 
-def test_ifb_step_mix_by_hand(llama, tmp_path):
+# the constants of the steady-schedule test: efficiencies, a kernel floor and an eager launch
+# cost, a step and a request overhead, and a first-wave share of 1/4
+STEADY = dict(
+    SOL,
+    compute_efficiency=0.5,
+    memory_efficiency=0.8,
+    kernel_floor_s=20e-6,
+    eager_launch_s=50e-6,
+    step_overhead_s=0.002,
+    request_overhead_s=0.01,
+    first_wave_share=0.25,
+)
+
+# every Llama-3.1-8B case the tests below ask about, estimated in one pass over one store
+CASES = [
+    _case(serving_case="ifb"),  # vLLM 0.12.0, isl 3000, osl 101, 10 clients
+    _case(serving_case="sglang", framework="sglang", version="0.5.9"),
+    _case(serving_case="chunked", isl=20000, concurrency=1),
+    _case(serving_case="cap", version="0.15.1"),  # 10 clients, vLLM 0.15.1 capped at 4 (below)
+    _case(serving_case="kv", version="0.11.2", concurrency=3000),  # 3000 clients, cap 1024
+    _case(serving_case="reserve", framework="trtllm", version="1.2.0rc2", concurrency=3000),
+]
+
+
+# the steps of the "ifb" case, as int_serving_steps names them: 2 prompts of 3000 tokens in one
+# prefill step, a decode batch of 10 padded to 16 at the mean context 3000 + 101 // 2 = 3050;
+# and the decode batch of the "kv" case's 3000 clients
+P, D, D3000 = "serve:prefill:b2:s3000:c3000", "serve:decode:b16:s1:c3050", "serve:decode:b3000:s1:c3050"
+
+
+@pytest.fixture(scope="module")
+def shared(llama, tmp_path_factory):
+    """One copy of the Llama-3.1-8B store for the module, with an MI300X deployment (no serving
+    constants); in one transaction (rolled back) vLLM 0.15.1's request cap set to 4 (the queue
+    test), every case of CASES prepared and priced once (op_sol and device_memory of its steps)
+    and estimated under SOL, under STEADY (the constants enter after op_sol) and under STEADY
+    with a request overhead of vLLM 0.12.0's own; and the by-hand step times of P and D summed
+    from the priced op_sol rows."""
+    mi300x = [{"deployment": "mi300x", "gpu": "MI300X", "like": "1xH200-single"}]
+    db = _copy(llama, tmp_path_factory.mktemp("serving"), {}, mi300x)
+    con = store.connect(db, read_only=False, derived=False)
+    con.begin()
+    con.execute(
+        "update serving_frameworks set max_running_requests = 4 where framework = 'vllm' and version = '0.15.1'"
+    )
+    serving.price_steps(con, serving.prepare(con, CASES))
+    names = [c["serving_case"] for c in CASES]
+    rows = {}
+    for label, constants in (("sol", SOL), ("steady", STEADY)):
+        for name, value in constants.items():
+            con.execute("update serving_constants set value = ? where constant = ?", [value, name])
+        rows[label] = {r["serving_case"]: r for r in serving.estimates(con, names).to_pylist()}
+    con.execute("delete from serving_constants where constant = 'request_overhead_s' and contains(applies_to, '@')")
+    con.execute(
+        "insert into serving_constants (constant, applies_to, value) values ('request_overhead_s', 'vllm@0.12.0', 0.5)"
+    )
+    rows["version"] = {r["serving_case"]: r for r in serving.estimates(con, names).to_pylist()}
+    # by hand: at SOL a step is the sum of its ops' times (step_sol); at STEADY each op takes
+    # max(compute / 0.5, memory / 0.8, comm / 1, launches · floor) and the step 2 ms more, an op
+    # launched once per instance (base_instances.count) unless it does no work, the floor 20 µs
+    # in a decode step (a CUDA graph) and max(20, 50) = 50 µs of host time in a prefill step
+    ops = "from op_sol as o join base_instances as i using (model, uid) where o.model = ? and o.deployment = ?"
+    key = ["Meta-Llama-3.1-8B", "1xH200-single"]
+    sol = dict(con.execute(f"select o.workload, sum(o.time_s) {ops} group by o.workload", key).fetchall())
+    steady = dict(
+        con.execute(
+            "select o.workload, sum(greatest(coalesce(o.compute_s, 0) / 0.5, o.memory_s / 0.8, o.comm_s, "
+            "case when o.time_s > 0 then i.count * (case when o.workload = ? then 50e-6 else 20e-6 end) "
+            f"else 0 end)) + 0.002 {ops} group by o.workload",
+            [P, *key],
+        ).fetchall()
+    )
+    (held,) = con.execute(
+        "select max_batch_per_dp_rank from device_memory where model = ? and deployment = ? and workload = ?",
+        [*key, D3000],
+    ).fetchone()
+    serving.release(con)
+    con.rollback()
+    con.close()
+    return dict(db=db, **rows, sol_steps=sol, steady_steps=steady, held=held)
+
+
+def test_ifb_step_mix_by_hand(shared):
     """vLLM 0.12.0 on one H200 (141 GB >= 70 GiB: token budget 8192, mixed steps), isl 3000,
     osl 101, 10 clients, every constant at the speed of light and the first wave only."""
-    db = _copy(llama, tmp_path, SOL)
-    (row,) = serving.estimate(db, [_case()]).to_pylist()
+    row = shared["sol"]["ifb"]
     # one prefill step holds min(10, 8192 // 3000) = 2 whole prompts (3000 <= 8192: one chunk)
     assert (row["max_batched_tokens"], row["chunk"], row["chunks"], row["step_requests"]) == (8192, 3000, 1, 2)
     # 10 requests → ceil(10 / 2) = 5 prefill groups; a request's mean group index is
@@ -91,26 +172,10 @@ def test_ifb_step_mix_by_hand(llama, tmp_path):
     # context 3000 + 101 // 2 = 3050; the prefill step ends its prompts at 3000
     assert row["prefill_workload"] == "serve:prefill:b2:s3000:c3000"
     assert row["decode_workload"] == "serve:decode:b16:s1:c3050"
-    # at SOL the steps are step_sol's time of those workloads
-    con = store.connect(db, read_only=False)
-    store.insert_rows(
-        con,
-        "workloads",
-        [
-            dict(workload="p", phase="prefill", batch=2, new_tokens=3000, context=3000),
-            dict(workload="d", phase="decode", batch=16, new_tokens=1, context=3050),
-        ],
-    )
-    sol = dict(
-        con.execute(
-            "select workload, time_s from step_sol where model = 'Meta-Llama-3.1-8B' "
-            "and deployment = '1xH200-single' and workload in ('p', 'd')"
-        ).fetchall()
-    )
-    con.close()
+    # at SOL the steps are the sums of their ops' times (step_sol's rule, the fixture's)
     tp, td = row["prefill_step_s"], row["decode_step_s"]
-    assert tp == pytest.approx(sol["p"], rel=1e-9)
-    assert td == pytest.approx(sol["d"], rel=1e-9)
+    assert tp == pytest.approx(shared["sol_steps"][P], rel=1e-9)
+    assert td == pytest.approx(shared["sol_steps"][D], rel=1e-9)
     # TTFT: the prefill steps up to the request's own group, 1 chunk · tp · 3.0
     assert row["ttft_s"] == pytest.approx(3.0 * tp, rel=1e-9)
     # TPOT (mixed steps): the 5 - 3 = 2 later groups' prefill steps are shared with the
@@ -119,48 +184,12 @@ def test_ifb_step_mix_by_hand(llama, tmp_path):
     assert row["tpot_s"] == pytest.approx((2 * tp + 98 * td) / 100, rel=1e-9)
 
 
-def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
-    """The same case with fitted-looking constants: efficiencies, a kernel floor, a step and a
-    request overhead and a first-wave share of 1/4 (the rest of the requests in the steady,
-    spread-out schedule)."""
-    constants = dict(
-        SOL,
-        compute_efficiency=0.5,
-        memory_efficiency=0.8,
-        kernel_floor_s=20e-6,
-        eager_launch_s=50e-6,
-        step_overhead_s=0.002,
-        request_overhead_s=0.01,
-        first_wave_share=0.25,
-    )
-    db = _copy(llama, tmp_path, constants)
-    (row,) = serving.estimate(db, [_case()]).to_pylist()
-    # each step: every op at max(compute / 0.5, memory / 0.8, comm / 1, launches · floor) plus
-    # 2 ms, an op launched once per instance (32 layers for a decoder node of this dense model,
-    # base_instances.count) unless it does no work; the floor is the kernel floor 20 µs in the
-    # decode step (a CUDA graph) and max(20, 50) = 50 µs of host time per launch in the prefill
-    # step (eager)
-    con = store.connect(db, read_only=False)
-    store.insert_rows(
-        con,
-        "workloads",
-        [
-            dict(workload="p", phase="prefill", batch=2, new_tokens=3000, context=3000),
-            dict(workload="d", phase="decode", batch=16, new_tokens=1, context=3050),
-        ],
-    )
-    steps = dict(
-        con.execute(
-            "select o.workload, sum(greatest(coalesce(o.compute_s, 0) / 0.5, o.memory_s / 0.8, o.comm_s, "
-            "case when o.time_s > 0 then i.count * (case when o.workload = 'p' then 50e-6 else 20e-6 end) "
-            "else 0 end)) + 0.002 "
-            "from op_sol as o join base_instances as i using (model, uid) "
-            "where o.model = 'Meta-Llama-3.1-8B' and o.deployment = '1xH200-single' and o.workload in ('p', 'd') "
-            "group by o.workload"
-        ).fetchall()
-    )
-    con.close()
-    tp, td = steps["p"], steps["d"]
+def test_steady_schedule_and_constants_by_hand(shared):
+    """The same case with fitted-looking constants (STEADY): the rest of the requests, 3/4, in
+    the steady, spread-out schedule."""
+    row = shared["steady"]["ifb"]
+    # each step: the fixture's sum over ops at STEADY's efficiencies, floors and step overhead
+    tp, td = shared["steady_steps"][P], shared["steady_steps"][D]
     assert row["prefill_step_s"] == pytest.approx(tp, rel=1e-9)
     assert row["decode_step_s"] == pytest.approx(td, rel=1e-9)
     # a prompt token costs (tp - 2 ms) / (2 · 3000) in a full prefill step
@@ -176,10 +205,29 @@ def test_steady_schedule_and_constants_by_hand(llama, tmp_path):
     assert row["tpot_s"] == pytest.approx(0.25 * wave_tpot + 0.75 * steady_tpot, rel=1e-9)
 
 
-def test_sglang_stalls_decodes_for_prefill(llama, tmp_path):
+def test_a_framework_version_takes_its_own_request_overhead(shared):
+    """serving_constants may give a framework version its own request overhead (applies_to
+    'vllm@0.12.0'): its cases' TTFT adds 0.5 s instead of the framework's 0.01 s; another
+    version (0.15.1) keeps the framework's, and TPOT does not change."""
+    steady, version = shared["steady"], shared["version"]
+    assert version["ifb"]["request_overhead_s"] == 0.5
+    assert version["ifb"]["ttft_s"] == pytest.approx(steady["ifb"]["ttft_s"] + 0.5 - 0.01, rel=1e-9)
+    assert version["ifb"]["tpot_s"] == pytest.approx(steady["ifb"]["tpot_s"], rel=1e-12)
+    assert version["cap"]["request_overhead_s"] == 0.01
+    assert version["cap"]["ttft_s"] == pytest.approx(steady["cap"]["ttft_s"], rel=1e-12)
+
+
+def test_only_the_request_overhead_applies_to_a_framework_version(tmp_path):
+    text = (SERVING_DIR / "constants.csv").read_text().splitlines()
+    row = next(r for r in text if r.startswith("step_overhead_s,vllm,"))
+    (tmp_path / "constants.csv").write_text(text[0] + "\n" + row.replace(",vllm,", ",vllm@0.12.0,", 1) + "\n")
+    with pytest.raises(SpecError, match=r"constants.csv:2: step_overhead_s applies to a framework or a GPU generation"):
+        serving_constants_table(tmp_path)
+
+
+def test_sglang_stalls_decodes_for_prefill(shared):
     """SGLang (no mixed steps): a request's decodes wait for the later groups' prefill steps."""
-    db = _copy(llama, tmp_path, SOL)
-    (row,) = serving.estimate(db, [_case(framework="sglang", version="0.5.9")]).to_pylist()
+    row = shared["sol"]["sglang"]
     # H200 (141 GB): chunked_prefill_size 8192 → the same 2 prompts per step, 5 groups
     assert (row["step_requests"], row["prefill_groups"], row["mixed_steps"]) == (2, 5, False)
     tp, td = row["prefill_step_s"], row["decode_step_s"]
@@ -187,11 +235,10 @@ def test_sglang_stalls_decodes_for_prefill(llama, tmp_path):
     assert row["tpot_s"] == pytest.approx((2 * tp + 100 * td) / 100, rel=1e-9)
 
 
-def test_long_prompt_is_chunked(llama, tmp_path):
+def test_long_prompt_is_chunked(shared):
     """vLLM chunks a 20000-token prompt into ceil(20000 / 8192) = 3 chunks of 8192; the mean
     chunk ends at (20000 + 8192) / 2 = 14096 tokens."""
-    db = _copy(llama, tmp_path, SOL)
-    (row,) = serving.estimate(db, [_case(isl=20000, concurrency=1)]).to_pylist()
+    row = shared["sol"]["chunked"]
     assert (row["chunk"], row["chunks"], row["step_requests"]) == (8192, 3, 1)
     assert row["prefill_workload"] == "serve:prefill:b1:s8192:c14096"
     assert row["ttft_s"] == pytest.approx(3 * row["prefill_step_s"], rel=1e-9)
@@ -258,11 +305,10 @@ def test_what_cannot_be_expressed_is_named(llama, change, message):
         serving.estimate(llama, [_case(**change)])
 
 
-def test_a_gpu_without_serving_constants_is_named(llama, tmp_path):
+def test_a_gpu_without_serving_constants_is_named(shared):
     """MI300X has no GPU generation in gpu_generations.csv, so no fitted constants: refused."""
-    db = _copy(llama, tmp_path, {}, [{"deployment": "mi300x", "gpu": "MI300X", "like": "1xH200-single"}])
     with pytest.raises(QueryError, match=r"GPU 'MI300X' has no serving constants"):
-        serving.estimate(db, [_case(deployment="mi300x")])
+        serving.estimate(shared["db"], [_case(deployment="mi300x")])
 
 
 def test_cli_serve_estimate(llama):
@@ -284,37 +330,21 @@ def test_cli_serve_estimate(llama):
     assert table.column("ttft_s").to_pylist() == pytest.approx([float(r["ttft_s"]) for r in rows])
 
 
-def test_kv_capacity_and_request_cap_queue_requests(llama, tmp_path):
+def test_kv_capacity_and_request_cap_queue_requests(shared):
     """More clients than a rank admits queue whole requests.  Closed loop: c clients share B
     slots and a slot serves one request per request latency L = service TTFT + (osl - 1) · TPOT,
     so a client's cycle is c/B · L and a request waits (c - B)/B · L before its prefill."""
-    db = _copy(llama, tmp_path, SOL)
-    con = store.connect(db, read_only=False)
-    # a request cap of 4 for this vLLM version (the row holds for H200's 141 GB)
-    con.execute(
-        "update serving_frameworks set max_running_requests = 4 where framework = 'vllm' and version = '0.12.0'"
-    )
-    con.close()
-    cases = [
-        _case(serving_case="cap"),  # 10 clients, vLLM 0.12.0 capped at 4
-        _case(serving_case="kv", version="0.11.2", concurrency=3000),  # 3000 clients, cap 1024
-        _case(serving_case="reserve", framework="trtllm", version="1.2.0rc2", concurrency=3000),
-    ]
-    rows = {r["serving_case"]: r for r in serving.estimate(db, cases).to_pylist()}
+    rows = shared["sol"]
     cap, kv, reserve = rows["cap"], rows["kv"], rows["reserve"]
+    # 10 clients, vLLM 0.15.1's request cap set to 4 by the fixture
     assert cap["admitted_requests"] == 4
     latency = cap["service_ttft_s"] + 100 * cap["tpot_s"]
     assert cap["queue_wait_s"] == pytest.approx((10 - 4) / 4 * latency, rel=1e-9)
     assert cap["ttft_s"] == pytest.approx(cap["service_ttft_s"] + cap["queue_wait_s"], rel=1e-9)
     # the KV cache of one H200 at the decode context 3000 + 101 // 2 = 3050: device_memory's
-    # max batch (its own test derives it); here it is below the 3000 clients and vLLM's cap 1024
-    con = store.connect(db, read_only=False)
-    store.insert_rows(con, "workloads", [dict(workload="d", phase="decode", batch=3000, new_tokens=1, context=3050)])
-    (held,) = con.execute(
-        "select max_batch_per_dp_rank from device_memory where model = 'Meta-Llama-3.1-8B' "
-        "and deployment = '1xH200-single' and workload = 'd'"
-    ).fetchone()
-    con.close()
+    # max batch (its own test derives it) at the clients' decode step D3000; here it is below the 3000
+    # clients and vLLM's cap 1024
+    held = shared["held"]
     assert 1 <= held < 1024
     assert (kv["kv_admission"], kv["kv_requests"], kv["admitted_requests"]) == ("paged", held, held)
     # the rank decodes its `held` admitted requests (padded to a CUDA graph: multiples of 8 up
