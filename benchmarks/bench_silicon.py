@@ -241,6 +241,38 @@ def set_overheads(con, found: dict[str, tuple[float, int, int]]) -> None:
     )
 
 
+def lofo(con, questions: list[dict]) -> None:
+    """Leave one family out, for the request overheads: each family's comparable rows estimated
+    with the overheads fitted (fit_overheads) on the other families' fit-half rows, so a framework
+    version seen only in that family takes its framework's value; the other constants stay as
+    constants.csv holds them (fitted on every family).  Prints a line per family and overall."""
+    comparable = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True"]
+    families = sorted({q["row"]["family"] for q in comparable})
+    saved = con.sql("select * from serving_constants where constant = 'request_overhead_s'").to_arrow_table()
+    head = f"{'leave one family out (request overheads)':<44} {'n':>5} {'TTFT MAPE':>9} {'as fitted':>9}"
+    print(head)
+    print("-" * len(head))
+    held, fitted = [], []
+    for family in families:
+        out = [q for q in comparable if q["row"]["family"] == family]
+        train = [q for q in comparable if q["row"]["family"] != family and half(q["row"]) == "fit"]
+        set_overheads(con, fit_overheads(con, train))
+        by_case = {
+            r["serving_case"]: r for r in serving.estimates(con, [q["case"]["serving_case"] for q in out]).to_pylist()
+        }
+        t = [ape(by_case[q["case"]["serving_case"]]["ttft_s"] * 1e3, float(q["row"]["silicon_ttft_ms"])) for q in out]
+        f = errors(out)[0]
+        held += t
+        fitted += f
+        print(f"{'  ' + family:<44} {len(out):>5} {mape(t):>9.1f} {mape(f):>9.1f}")
+    print(f"{'all comparable rows':<44} {len(held):>5} {mape(held):>9.1f} {mape(fitted):>9.1f}")
+    print()
+    con.execute("delete from serving_constants where constant = 'request_overhead_s'")
+    con.register("saved_overheads", saved)
+    con.execute("insert into serving_constants select * from saved_overheads")
+    con.unregister("saved_overheads")
+
+
 def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
     """Fit serving_constants on the fit half's comparable rows; returns the new rows.
 
@@ -347,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         "reused, and rewritten with new ones",
     )
     parser.add_argument("--dump", type=Path, help="write every scored row (estimate and measurement) as CSV")
+    parser.add_argument("--lofo", action="store_true", help="also leave each family out of the request overheads' fit")
     parser.add_argument("--worst", type=int, default=0, metavar="N", help="list the N worst comparable rows")
     args = parser.parse_args(argv)
     if not args.csv.is_file():
@@ -398,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
             for c in constants:
                 print(f"  {c['constant']:<20} {c['applies_to']:<10} {c['value']:.6g}", file=sys.stderr)
             score(con, questions)
+        if args.lofo:
+            lofo(con, questions)
         report(questions, args.worst)
         if args.dump:
             dump(questions, args.dump)
