@@ -668,6 +668,18 @@ def _mesh_axis_options(command):
     "tpot_s, tokens/s per GPU and per user, max_batch; csv/json/parquet every column].",
 )
 @click.option(
+    "--rank-by",
+    type=click.Choice(("sol", "serving")),
+    default="sol",
+    show_default=True,
+    help="serving: rank the layouts by serving estimates (docs/serving.md) — TTFT, TPOT and output tokens/s "
+    "per GPU of --framework at each --concurrency for --isl/--osl — instead of SOL steps per batch × context.",
+)
+@click.option("--framework", "serving_framework", default=None, help="--rank-by serving: FRAMEWORK@VERSION.")
+@click.option("--isl", type=click.IntRange(1), default=None, help="--rank-by serving: prompt tokens per request.")
+@click.option("--osl", type=click.IntRange(1), default=None, help="--rank-by serving: output tokens per request.")
+@click.option("--concurrency", default=None, help="--rank-by serving: client concurrencies, e.g. 1,8,64.")
+@click.option(
     "--pareto",
     "only_pareto",
     is_flag=True,
@@ -693,6 +705,11 @@ def sweep(
     memory_fraction,
     phase,
     columns,
+    rank_by,
+    serving_framework,
+    isl,
+    osl,
+    concurrency,
     only_pareto,
     engine,
     dataset,
@@ -713,6 +730,9 @@ def sweep(
     archsql sweep DeepSeek-V3 --gpus "H200 SXM;B200 (HGX/DGX B200)" --weights fp8 --pareto
 
     archsql sweep Meta-Llama-3.1-70B --count 16 --tp 8 --cp 1,2 --cp-kind ring,ulysses --pp 1,2 --phase prefill
+
+    archsql sweep Meta-Llama-3.1-8B --count 1,2 --tp 1,2 --rank-by serving --framework vllm@0.12.0 --isl 1024
+    --osl 1024 --concurrency 8,64
     """
     from archsql import sweep as sweeps
 
@@ -765,6 +785,11 @@ def sweep(
         err.print(Text(f"dropped {plural(len(plan.dropped), 'grid point')}:", style="yellow"))
         for d in plan.dropped:
             err.print(Text(f"  {printable(str(d))}"))
+    if rank_by == "serving":
+        _serving_sweep(
+            ctx, model, plan, serving_framework, isl, osl, concurrency, memory_fraction, columns, fmt, output
+        )
+        return
     if dataset is not None:
         from archsql.spark import engine as spark_engine
 
@@ -790,6 +815,52 @@ def sweep(
         table = table.select(chosen)
     elif fmt == "table":
         table = table.select(sweeps.narrow(table))
+    emit(table, fmt, output)
+
+
+def _serving_sweep(ctx, model, plan, framework_text, isl, osl, concurrency, memory_fraction, columns, fmt, output):
+    """``sweep --rank-by serving``: the plan's layouts ranked by serving estimates."""
+    from archsql import sweep as sweeps
+    from archsql.serving import parse_framework
+
+    missing = [
+        n
+        for n, v in (("--framework", framework_text), ("--isl", isl), ("--osl", osl), ("--concurrency", concurrency))
+        if v is None
+    ]
+    if missing:
+        raise click.UsageError(f"--rank-by serving needs {', '.join(missing)}")
+    given = ctx.get_parameter_source("memory_fraction") is not click.core.ParameterSource.DEFAULT
+    framework, version = parse_framework(framework_text)
+    table, left_out = sweeps.serving_ranked(
+        model,
+        db_of(ctx),
+        plan,
+        framework,
+        version,
+        isl,
+        osl,
+        _ints(concurrency),
+        memory_fraction=memory_fraction if given else None,
+    )
+    if left_out:
+        from rich.text import Text
+
+        err = console(stderr=True)
+        err.print(Text(f"left out {plural(len(left_out), 'layout problem')}:", style="yellow"))
+        for why in left_out:
+            err.print(Text(f"  {printable(why)}"))
+    if columns is not None:
+        chosen = [c.strip() for c in columns.split(",") if c.strip()]
+        missing = [c for c in chosen if c not in table.column_names]
+        if missing or not chosen:
+            raise click.BadParameter(
+                f"no column {missing[0] if missing else ''!r}; the columns are: {', '.join(table.column_names)}",
+                param_hint="--columns",
+            )
+        table = table.select(chosen)
+    elif fmt == "table":
+        table = table.drop_columns(["prefill_workload", "decode_workload", "deployment"])
     emit(table, fmt, output)
 
 

@@ -484,3 +484,96 @@ def pareto(table: pa.Table, x: str = "tokens_per_s_per_user", y: str = "tokens_p
         order by p.{x}
         """
     ).to_arrow_table()
+
+
+# ---------------------------------------------------------------------------- ranked by serving
+
+# the serving_estimates columns a ranked row shows, after the layout and the GPUs
+_SERVING_COLUMNS = (
+    "concurrency",
+    "ttft_s",
+    "tpot_s",
+    "output_tokens_per_s",
+    "admitted_requests",
+    "queue_wait_s",
+    "prefill_workload",
+    "decode_workload",
+)
+
+
+def serving_ranked(
+    model: str,
+    db: str | Path,
+    grid: Grid,
+    framework: str,
+    version: str,
+    isl: int,
+    osl: int,
+    concurrency: Sequence[int],
+    memory_fraction: float | None = None,
+) -> tuple[pa.Table, list[str]]:
+    """Every layout of ``grid`` served by ``framework`` at ``version`` (archsql.serving,
+    docs/serving.md) at each client concurrency for prompts of ``isl`` and outputs of ``osl``
+    tokens: TTFT, TPOT and output tokens/s (``serving_estimates``), with output tokens/s per GPU
+    and per user (1 / TPOT), ranked by output tokens/s per GPU.  The grid's deployments take
+    ``memory_fraction`` of each GPU's memory, or the framework's default (None).  A layout archsql cannot serve (a
+    rejected deployment, no fitted constants for its GPU) is left out and named in the second
+    value.  Nothing is written: the deployments and cases live in a transaction rolled back."""
+    from archsql import serving
+    from archsql.store import connect, insert_deployments
+
+    if not grid.deployments:
+        raise QueryError("the sweep grid is empty: no GPU count is divisible by the given tp / cp / pp / ep degrees")
+    con = connect(Path(db), read_only=False, derived=False)
+    try:
+        con.begin()
+        (known,) = con.execute("select count(*) from models where model = ?", [model]).fetchall()[0]
+        if not known:
+            raise QueryError(f"model '{model}' is not in the store; run `archsql build {model}` first")
+        insert_deployments(
+            con, [dict(d, framework=framework, usable_memory_fraction=memory_fraction) for d in grid.deployments]
+        )
+        cases = [
+            dict(
+                serving_case=f"{d['deployment']}@c{c}",
+                model=model,
+                deployment=d["deployment"],
+                framework=framework,
+                version=version,
+                isl=isl,
+                osl=osl,
+                concurrency=c,
+                acceptance_rate=None,
+            )
+            for d in grid.deployments
+            for c in concurrency
+        ]
+        problems = serving.check_cases(con, cases)
+        if problems and len(problems) == len(cases):
+            first = next(iter(problems.values()))
+            raise QueryError("no layout of the sweep can be served", issues=first)
+        left_out = sorted({i.message.split(": ", 1)[1] for v in problems.values() for i in v})
+        good = [c for c in cases if c["serving_case"] not in problems]
+        serving.price_steps(con, serving.prepare(con, good))
+        rows = serving.estimates(con, [c["serving_case"] for c in good]).to_pylist()
+        serving.release(con)
+        con.rollback()
+    finally:
+        con.close()
+    gpus = {d["deployment"]: d["gpus"] for d in grid.deployments}
+    out = [
+        {
+            "layout": grid.labels.get(r["deployment"], r["deployment"]),
+            "gpu": r["gpu"],
+            "gpus": gpus[r["deployment"]],
+            **{k: r[k] for k in _SERVING_COLUMNS},
+            "tokens_per_s_per_gpu": r["output_tokens_per_s"] / gpus[r["deployment"]]
+            if r["output_tokens_per_s"] is not None
+            else None,
+            "tokens_per_s_per_user": 1 / r["tpot_s"] if r["tpot_s"] else None,
+            "deployment": r["deployment"],
+        }
+        for r in rows
+    ]
+    out.sort(key=lambda r: (-(r["tokens_per_s_per_gpu"] or 0), r["layout"], r["concurrency"]))
+    return pa.Table.from_pylist(out), left_out

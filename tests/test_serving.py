@@ -328,6 +328,24 @@ def test_cli_serve_estimate(llama):
         "Meta-Llama-3.1-8B", "1xH200-single", "vllm@0.12.0", isl=1024, osl=128, concurrency=[1, 8], db=llama
     )
     assert table.column("ttft_s").to_pylist() == pytest.approx([float(r["ttft_s"]) for r in rows])
+    # sweep --rank-by serving: the one layout tp1 on one H200 (bf16 weights and KV cache, vLLM's
+    # memory fraction: the deployment 1xH200-single written again) gives the same estimates,
+    # ranked by output tokens/s per GPU (one GPU: output tokens/s), tokens/s per user 1 / TPOT
+    args = ["--db", str(llama), "sweep", "Meta-Llama-3.1-8B", "--count", "1", "--tp", "1", "--ep", "1"]
+    args += ["--rank-by", "serving", "--framework", "vllm@0.12.0", "--isl", "1024", "--osl", "128"]
+    ranked = runner.invoke(cli, [*args, "--concurrency", "1,8", "--format", "csv"])
+    assert ranked.exit_code == 0, ranked.output
+    swept = list(csv.DictReader(ranked.output.splitlines()))
+    assert [(r["layout"], int(r["concurrency"])) for r in swept] == [("tp1", 8), ("tp1", 1)]
+    by_c = {int(r["concurrency"]): r for r in rows}
+    for r in swept:
+        mine = by_c[int(r["concurrency"])]
+        for column in ("ttft_s", "tpot_s", "output_tokens_per_s"):
+            assert float(r[column]) == pytest.approx(float(mine[column]), rel=1e-9)
+        assert float(r["tokens_per_s_per_gpu"]) == pytest.approx(float(mine["output_tokens_per_s"]), rel=1e-12)
+        assert float(r["tokens_per_s_per_user"]) == pytest.approx(1 / float(mine["tpot_s"]), rel=1e-12)
+    needs = runner.invoke(cli, [*args[:-2]])
+    assert needs.exit_code == 2 and "--rank-by serving needs --osl, --concurrency" in needs.output
 
 
 def test_kv_capacity_and_request_cap_queue_requests(shared):
