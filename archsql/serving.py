@@ -39,7 +39,9 @@ ESTIMATE_COLUMNS = (
 # the op_sol columns the step times read
 _OP_COLUMNS = "model, deployment, workload, uid, runs, compute_s, memory_s, comm_s, time_s"
 # the device_memory columns serving_estimates reads (the KV capacity of a rank)
-_CAPACITY_COLUMNS = "model, deployment, workload, max_batch_per_dp_rank"
+_CAPACITY_COLUMNS = (
+    "model, deployment, workload, batch, weight_bytes, kv_bytes, activation_bytes, memory_bytes, max_batch_per_dp_rank"
+)
 
 
 def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> dict[str, list[Issue]]:
@@ -166,7 +168,8 @@ def price_steps(
     for their decode steps, one (model, deployment) scope at a time, into temporary tables
     ``op_sol`` and ``device_memory`` that then shadow the views on ``con`` (only the columns the
     serving views read); returns their rows.  ``priced`` / ``capacity``: such rows evaluated
-    before, whose (model, deployment, workload) steps are not evaluated again.  Drop the tables
+    before, whose (model, deployment, workload) steps are not evaluated again (capacity rows of
+    other columns than ``_CAPACITY_COLUMNS`` are ignored).  Drop the tables
     with :func:`release`."""
     from archsql.store import scope
     from archsql.views import computed_once
@@ -178,18 +181,24 @@ def price_steps(
     )
     con.execute(
         "create or replace temp table serving_capacity_rows (model varchar, deployment varchar, workload varchar, "
+        "batch bigint, weight_bytes double, kv_bytes double, activation_bytes double, memory_bytes double, "
         "max_batch_per_dp_rank double)"
     )
     done: set = set()
-    if priced is not None and capacity is not None:
+    if priced is not None:
         con.execute("insert into serving_op_rows select * from priced")
-        con.execute("insert into serving_capacity_rows select * from capacity")
         done = set(con.execute("select distinct model, deployment, workload from serving_op_rows").fetchall())
+    held_before: set = set()
+    # capacity rows of another column set (written before the columns were added) are priced again
+    if capacity is not None and capacity.column_names == [c.strip() for c in _CAPACITY_COLUMNS.split(",")]:
+        con.execute("insert into serving_capacity_rows select * from capacity")
+        held_before = set(con.execute("select model, deployment, workload from serving_capacity_rows").fetchall())
     by_pair: dict[tuple[str, str], set[str]] = defaultdict(set)
     decodes: dict[tuple[str, str], set[str]] = defaultdict(set)
     for s in steps:
         pair = (s["model"], s["deployment"])
-        decodes[pair].add(s["decode_workload"])
+        if (*pair, s["decode_workload"]) not in held_before:
+            decodes[pair].add(s["decode_workload"])
         for w in (s["prefill_workload"], s["decode_workload"]):
             if (*pair, w) not in done:
                 by_pair[pair].add(w)
@@ -198,13 +207,12 @@ def price_steps(
         with computed_once(con, views={"op_sol"}):
             con.execute(f"insert into serving_op_rows select {_OP_COLUMNS} from op_sol")
         _unscope(con)
-        # the requests one attention-DP rank's memory holds at the decode step's context (a
-        # scope of the decode steps only: device_memory's activation peak is per workload)
-        held = sorted(workloads & decodes[(model, deployment)])
-        if held:
-            scope(con, models=[model], deployments=[deployment], workloads=held)
-            con.execute(f"insert into serving_capacity_rows select {_CAPACITY_COLUMNS} from device_memory")
-            _unscope(con)
+    # the requests one attention-DP rank's memory holds at the decode step's context (a scope
+    # of the decode steps only: device_memory's activation peak is per workload)
+    for (model, deployment), held in sorted(decodes.items()):
+        scope(con, models=[model], deployments=[deployment], workloads=sorted(held))
+        con.execute(f"insert into serving_capacity_rows select {_CAPACITY_COLUMNS} from device_memory")
+        _unscope(con)
     con.execute("create or replace temp table device_memory as select * from serving_capacity_rows")
     # second pass: the decode step of the batch a rank admits (serving_admission), where its KV
     # cache or the request cap holds fewer requests than its clients send

@@ -413,8 +413,10 @@ def main(argv: list[str] | None = None) -> int:
         steps = serving.prepare(con, good)
         # the capacity rows (device_memory) are cached beside the op rows
         cap_cache = args.op_cache.with_suffix(".capacity.parquet") if args.op_cache else None
-        cached = args.op_cache and args.op_cache.is_file() and cap_cache.is_file()
-        priced = (pq.read_table(args.op_cache), pq.read_table(cap_cache)) if cached else (None, None)
+        priced = (
+            pq.read_table(args.op_cache) if args.op_cache and args.op_cache.is_file() else None,
+            pq.read_table(cap_cache) if cap_cache and cap_cache.is_file() else None,
+        )
         ops, capacity = serving.price_steps(con, steps, priced=priced[0], capacity=priced[1])
         if args.op_cache:
             pq.write_table(ops, args.op_cache)

@@ -140,14 +140,15 @@ def shared(llama, tmp_path_factory):
             [P, *key],
         ).fetchall()
     )
-    (held,) = con.execute(
-        "select max_batch_per_dp_rank from device_memory where model = ? and deployment = ? and workload = ?",
+    (held, *memory) = con.execute(
+        "select max_batch_per_dp_rank, batch, memory_bytes, weight_bytes, activation_bytes, kv_bytes "
+        "from device_memory where model = ? and deployment = ? and workload = ?",
         [*key, D3000],
     ).fetchone()
     serving.release(con)
     con.rollback()
     con.close()
-    return dict(db=db, **rows, sol_steps=sol, steady_steps=steady, held=held)
+    return dict(db=db, **rows, sol_steps=sol, steady_steps=steady, held=held, memory=memory)
 
 
 def test_ifb_step_mix_by_hand(shared):
@@ -372,10 +373,16 @@ def test_kv_capacity_and_request_cap_queue_requests(shared):
     assert kv["decode_workload"] == f"serve:decode:b{padded}:s1:c3050"
     latency = kv["service_ttft_s"] + 100 * kv["tpot_s"]
     assert kv["queue_wait_s"] == pytest.approx((3000 - held) / held * latency, rel=1e-9)
-    # TRT-LLM reserves a request's whole length (isl + osl = 3101 tokens), not the 3050 it
-    # holds on average: floor(held · 3050 / 3101) requests
+    # TRT-LLM's KV cache takes free_gpu_memory_fraction 0.9 of the memory left free after the
+    # weights and the activations (device_memory's bytes of the 3000 requests' decode step):
+    # floor(0.9 · (memory − weights − activations) / (KV bytes / 3000)) requests, more than the
+    # 0.9 of the whole memory vLLM's rule leaves; and it reserves a request's whole length
+    # (isl + osl = 3101 tokens), not the 3050 it holds on average: × 3050 / 3101, floored
+    batch, memory, weights, activations, kv = shared["memory"]
+    trt = int(0.9 * (memory - weights - activations) // (kv / batch))
+    assert trt > held
     assert reserve["kv_admission"] == "reserve"
-    assert reserve["kv_requests"] == held * 3050 // 3101
+    assert reserve["kv_requests"] == trt * 3050 // 3101
     assert reserve["admitted_requests"] == reserve["kv_requests"]
 
 

@@ -45,6 +45,7 @@ facts as (
         f.kv_admission,
         f.cuda_graph_max_bs,
         f.cuda_graph_step,
+        f.memory_fraction,
         f.ttft_definition,
         f.tpot_definition,
         f.metric_mean,
@@ -71,6 +72,9 @@ per_rank as (
         f.kv_admission,
         f.cuda_graph_max_bs,
         f.cuda_graph_step,
+        -- a fraction of the memory left free after the weights (TensorRT-LLM's
+        -- free_gpu_memory_fraction); null: the frameworks table's fraction of the whole memory
+        f.memory_fraction as free_memory_fraction,
         f.ttft_definition,
         f.tpot_definition,
         f.metric_mean,
@@ -125,6 +129,7 @@ select
     kv_admission,
     cuda_graph_max_bs,
     cuda_graph_step,
+    free_memory_fraction,
     ttft_definition,
     tpot_definition,
     metric_mean,

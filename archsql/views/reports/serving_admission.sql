@@ -2,7 +2,12 @@
 -- capacity and the queue"): its clients' requests, unless its KV cache (device_memory at the
 -- decode step's context) or the framework's request cap holds fewer; and the decode step of
 -- that running batch, as a workload.  A paged cache holds a running request's tokens so far
--- (isl + osl/2 on average, the decode step's context), a reserving one its whole length.
+-- (isl + osl/2 on average, the decode step's context), a reserving one its whole length.  A
+-- framework whose KV cache takes a fraction of the memory left free after the weights and the
+-- activations (serving_frameworks.memory_fraction: TensorRT-LLM's free_gpu_memory_fraction)
+-- holds floor(fraction × (memory − weights − activations) / KV bytes per request) requests per
+-- device (device_memory's bytes at the clients' decode step), split over the attention-DP ranks;
+-- the others device_memory's max batch under the frameworks table's fraction of the whole memory.
 with
 
 steps as (
@@ -19,6 +24,7 @@ steps as (
         kv_admission,
         cuda_graph_max_bs,
         cuda_graph_step,
+        free_memory_fraction,
         decode_workload,
         decode_context
     from int_serving_steps
@@ -29,21 +35,43 @@ capacity as (
         model,
         deployment,
         workload,
+        batch,
+        weight_bytes,
+        kv_bytes,
+        activation_bytes,
+        memory_bytes,
         max_batch_per_dp_rank
     from device_memory
 ),
 
-held as (
+-- the requests one rank's KV cache holds at the decode step's context
+rank_capacity as (
     select
         s.*,
         case
-            when s.kv_admission = 'reserve'
-                then floor(m.max_batch_per_dp_rank * s.decode_context / (s.isl + s.osl))
-            else m.max_batch_per_dp_rank
-        end as kv_requests
+            when s.free_memory_fraction is null then m.max_batch_per_dp_rank
+            when m.kv_bytes = 0 then null
+            else floor(
+                floor(
+                    greatest(s.free_memory_fraction * (m.memory_bytes - m.weight_bytes - m.activation_bytes), 0)
+                    / (m.kv_bytes / m.batch)
+                )
+                / s.dp
+            )
+        end as rank_kv_requests
     from steps as s
     left join capacity as m
         on m.model = s.model and m.deployment = s.deployment and m.workload = s.decode_workload
+),
+
+held as (
+    select
+        *,
+        case
+            when kv_admission = 'reserve' then floor(rank_kv_requests * decode_context / (isl + osl))
+            else rank_kv_requests
+        end as kv_requests
+    from rank_capacity
 ),
 
 admitted as (
