@@ -346,7 +346,7 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
         f"held); efficiencies capped at 1"
     )
     fitted = [
-        dict(constant=c, applies_to=a, value=round(v, 6), unit=units.get(c), fitted_on=fitted_on, method=method)
+        dict(constant=c, applies_to=a, value=float(f"{v:.6g}"), unit=units.get(c), fitted_on=fitted_on, method=method)
         for (c, a), v in zip(names, values(result.x), strict=True)
     ]
     for key, (v, n, sweeps) in sorted(overheads.items()):
@@ -354,7 +354,7 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
             dict(
                 constant="request_overhead_s",
                 applies_to=key,
-                value=round(v, 6),
+                value=float(f"{v:.6g}"),
                 unit=units.get("request_overhead_s"),
                 fitted_on=f"{fitted_on}; of them {n} rows, {sweeps} sweeps of {key} that do not queue",
                 method="benchmarks/bench_silicon.py --fit: closed form, the weighted median of measured TTFT - "
