@@ -171,6 +171,49 @@ def report(questions: list[dict], worst: int) -> None:
             )
 
 
+def bands(questions: list[dict]) -> None:
+    """The residuals by class: per framework × client-concurrency band and per framework × isl/osl,
+    the TTFT and TPOT MAPE and the median estimate / measured (comparable rows)."""
+    comparable = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True"]
+
+    def band(c: int) -> tuple[int, str]:
+        for i, top in enumerate((4, 16, 64, 128)):
+            if c <= top:
+                return i, f"C <= {top}"
+        return 4, "C > 128"
+
+    def ratio(qs: list[dict], key: str, column: str) -> float:
+        values = sorted(q["est"][key] * 1e3 / float(q["row"][column]) for q in qs)
+        return values[len(values) // 2]
+
+    # each class as (framework, sort key, label)
+    for title, key_of in (
+        ("framework × concurrency", lambda q: (q["row"]["backend"], *band(int(q["est"]["concurrency"])))),
+        (
+            "framework × isl/osl",
+            lambda q: (
+                q["row"]["backend"],
+                (int(q["row"]["isl"]), int(q["row"]["osl"])),
+                f"{q['row']['isl']}/{q['row']['osl']}",
+            ),
+        ),
+    ):
+        head = f"{title:<32} {'n':>5} {'TTFT MAPE':>9} {'TTFT e/m':>8} {'TPOT MAPE':>9} {'TPOT e/m':>8}"
+        print(head)
+        print("-" * len(head))
+        groups: dict[tuple, list[dict]] = defaultdict(list)
+        for q in comparable:
+            groups[key_of(q)].append(q)
+        for (framework, _, label), qs in sorted(groups.items()):
+            t, p = errors(qs)
+            print(
+                f"{framework + ' × ' + label:<32} {len(qs):>5} {mape(t):>9.1f} "
+                f"{ratio(qs, 'ttft_s', 'silicon_ttft_ms'):>8.2f} {mape(p):>9.1f} "
+                f"{ratio(qs, 'tpot_s', 'silicon_tpot_ms'):>8.2f}"
+            )
+        print()
+
+
 def dump(questions: list[dict], path: Path) -> None:
     rows = [
         {
@@ -241,21 +284,89 @@ def set_overheads(con, found: dict[str, tuple[float, int, int]]) -> None:
     )
 
 
-def lofo(con, questions: list[dict]) -> None:
-    """Leave one family out, for the request overheads: each family's comparable rows estimated
-    with the overheads fitted (fit_overheads) on the other families' fit-half rows, so a framework
-    version seen only in that family takes its framework's value; the other constants stay as
+# the first-wave shares a framework version's fit tries: 0, 0.02, ..., 1
+SHARE_GRID = [i / 50 for i in range(51)]
+
+
+def version_keys(train: list[dict]) -> list[str]:
+    """The framework versions (framework@version, '@*' no version recorded) with at least
+    MIN_VERSION_SWEEPS sweeps in ``train``."""
+    sweeps: dict[str, set] = defaultdict(set)
+    for q in train:
+        sweeps[f"{q['case']['framework']}@{q['case']['version']}"].add(q["row"]["split_hash"])
+    return sorted(k for k, v in sweeps.items() if len(v) >= MIN_VERSION_SWEEPS)
+
+
+def set_shares(con, shares: dict[str, float]) -> None:
+    con.execute("delete from serving_constants where constant = 'first_wave_share' and contains(applies_to, '@')")
+    con.executemany(
+        "insert into serving_constants (constant, applies_to, value) values ('first_wave_share', ?, ?)",
+        [[k, v] for k, v in sorted(shares.items())],
+    )
+
+
+def fit_version_shares(con, train: list[dict]) -> dict[str, tuple[float, int, int]]:
+    """Each framework version's own first-wave share (and with it its request overhead): every
+    share of SHARE_GRID set for all the versions at once and serving_estimates evaluated; per
+    version the share minimising (TTFT MAPE + TPOT MAPE) / 2 of its fit-half rows, its TTFT taken
+    with the overhead that minimises its MAPE at that share (fit_overheads' weighted median, on
+    the rows that do not queue).  Returns applies_to -> (share, rows, sweeps)."""
+    keys = version_keys(train)
+    meas = {q["case"]["serving_case"]: q for q in train}
+    best: dict[str, tuple[float, float]] = {}
+    for share in SHARE_GRID:
+        set_shares(con, dict.fromkeys(keys, share))
+        by_key: dict[str, list[dict]] = defaultdict(list)
+        for r in serving.estimates(con, list(meas)).to_pylist():
+            by_key[f"{r['framework']}@{r['version']}"].append(r)
+        for key in keys:
+            rows = by_key[key]
+            ttft = {r["serving_case"]: float(meas[r["serving_case"]]["row"]["silicon_ttft_ms"]) / 1e3 for r in rows}
+            free = [r for r in rows if r["queue_wait_s"] == 0]
+            overhead = max(
+                0.0,
+                weighted_median(
+                    [ttft[r["serving_case"]] - (r["ttft_s"] - r["request_overhead_s"]) for r in free],
+                    [1 / ttft[r["serving_case"]] for r in free],
+                ),
+            )
+            t = []
+            for r in rows:
+                # a queued row's overhead enters its queue wait too: taken as the view has it
+                est = r["ttft_s"] - r["request_overhead_s"] + overhead if r["queue_wait_s"] == 0 else r["ttft_s"]
+                t.append(abs(est / ttft[r["serving_case"]] - 1))
+            p = [ape(r["tpot_s"] * 1e3, float(meas[r["serving_case"]]["row"]["silicon_tpot_ms"])) for r in rows]
+            score = (sum(t) / len(t) + sum(p) / len(p)) / 2
+            if key not in best or score < best[key][1]:
+                best[key] = (share, score)
+    sweeps = defaultdict(set)
+    counts: dict[str, int] = defaultdict(int)
+    for q in train:
+        key = f"{q['case']['framework']}@{q['case']['version']}"
+        sweeps[key].add(q["row"]["split_hash"])
+        counts[key] += 1
+    return {k: (best[k][0], counts[k], len(sweeps[k])) for k in keys}
+
+
+def lofo(con, questions: list[dict], version_shares: bool = False) -> None:
+    """Leave one family out, for the constants of framework versions: each family's comparable
+    rows estimated with the versions' first-wave shares and the request overheads fitted
+    (fit_version_shares, fit_overheads) on the other families' fit-half rows, so a framework
+    version seen only in that family takes its framework's values; the other constants stay as
     constants.csv holds them (fitted on every family).  Prints a line per family and overall."""
     comparable = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True"]
     families = sorted({q["row"]["family"] for q in comparable})
-    saved = con.sql("select * from serving_constants where constant = 'request_overhead_s'").to_arrow_table()
-    head = f"{'leave one family out (request overheads)':<44} {'n':>5} {'TTFT MAPE':>9} {'as fitted':>9}"
+    versioned = "constant = 'request_overhead_s' or contains(applies_to, '@')"
+    saved = con.sql(f"select * from serving_constants where {versioned}").to_arrow_table()
+    head = f"{'leave one family out (version constants)':<44} {'n':>5} {'TTFT MAPE':>9} {'as fitted':>9}"
     print(head)
     print("-" * len(head))
     held, fitted = [], []
     for family in families:
         out = [q for q in comparable if q["row"]["family"] == family]
         train = [q for q in comparable if q["row"]["family"] != family and half(q["row"]) == "fit"]
+        if version_shares:
+            set_shares(con, {k: v[0] for k, v in fit_version_shares(con, train).items()})
         set_overheads(con, fit_overheads(con, train))
         by_case = {
             r["serving_case"]: r for r in serving.estimates(con, [q["case"]["serving_case"] for q in out]).to_pylist()
@@ -267,13 +378,13 @@ def lofo(con, questions: list[dict]) -> None:
         print(f"{'  ' + family:<44} {len(out):>5} {mape(t):>9.1f} {mape(f):>9.1f}")
     print(f"{'all comparable rows':<44} {len(held):>5} {mape(held):>9.1f} {mape(fitted):>9.1f}")
     print()
-    con.execute("delete from serving_constants where constant = 'request_overhead_s'")
+    con.execute(f"delete from serving_constants where {versioned}")
     con.register("saved_overheads", saved)
     con.execute("insert into serving_constants select * from saved_overheads")
     con.unregister("saved_overheads")
 
 
-def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
+def fit(con, questions: list[dict], args_maxfev: int = 2500, version_shares: bool = False) -> list[dict]:
     """Fit serving_constants on the fit half's comparable rows; returns the new rows.
 
     The request overheads (per framework and framework version) in closed form (fit_overheads),
@@ -282,8 +393,11 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
     from scipy.optimize import minimize
 
     train = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True" and half(q["row"]) == "fit"]
+    # Powell fits the constants of a framework or a GPU generation; the request overheads and the
+    # versions' own shares are fitted apart (fit_overheads, fit_version_shares)
     current = con.execute(
-        "select constant, applies_to, value from serving_constants where constant <> 'request_overhead_s' order by all"
+        "select constant, applies_to, value from serving_constants where constant <> 'request_overhead_s' "
+        "and not contains(applies_to, '@') order by all"
     ).fetchall()
     names = [(c, a) for c, a, _ in current]
     cases = [q["case"]["serving_case"] for q in train]
@@ -327,11 +441,14 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
         set_overheads(con, fit_overheads(con, train))
         result = minimize(objective, x0, method="Powell", options=dict(maxfev=args_maxfev, xtol=1e-3, ftol=1e-5))
         objective(result.x)
+        shares = fit_version_shares(con, train) if version_shares else {}
+        set_shares(con, {k: v[0] for k, v in shares.items()})
         overheads = fit_overheads(con, train)
         set_overheads(con, overheads)
         final = objective(result.x)
     print(
-        f"fit: {len(names)} constants by Powell and {len(overheads)} request overheads on {len(train)} rows, "
+        f"fit: {len(names)} constants by Powell, {len(overheads)} request overheads and {len(shares)} version "
+        f"first-wave shares on {len(train)} rows, "
         f"objective {100 * final:.1f} %, {result.nfev} evaluations, {time.perf_counter() - t0:.0f} s",
         file=sys.stderr,
     )
@@ -349,6 +466,20 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500) -> list[dict]:
         dict(constant=c, applies_to=a, value=float(f"{v:.6g}"), unit=units.get(c), fitted_on=fitted_on, method=method)
         for (c, a), v in zip(names, values(result.x), strict=True)
     ]
+    for key, (v, n, sweeps) in sorted(shares.items()):
+        fitted.append(
+            dict(
+                constant="first_wave_share",
+                applies_to=key,
+                value=v,
+                unit=units.get("first_wave_share"),
+                fitted_on=f"{fitted_on}; of them {n} rows, {sweeps} sweeps of {key}",
+                method="benchmarks/bench_silicon.py --fit: the share of 0, 0.02, ..., 1 minimising (TTFT MAPE + "
+                "TPOT MAPE) / 2 of serving_estimates over the version's rows, its TTFT at the request overhead "
+                f"minimising its MAPE at that share, the other constants held; a version with {MIN_VERSION_SWEEPS}+ "
+                "sweeps gets its own (framework@version), the others the framework's",
+            )
+        )
     for key, (v, n, sweeps) in sorted(overheads.items()):
         fitted.append(
             dict(
@@ -379,7 +510,17 @@ def main(argv: list[str] | None = None) -> int:
         "reused, and rewritten with new ones",
     )
     parser.add_argument("--dump", type=Path, help="write every scored row (estimate and measurement) as CSV")
-    parser.add_argument("--lofo", action="store_true", help="also leave each family out of the request overheads' fit")
+    parser.add_argument(
+        "--lofo", action="store_true", help="also leave each family out of the framework versions' constants' fit"
+    )
+    parser.add_argument(
+        "--version-shares",
+        action="store_true",
+        help="--fit / --lofo: also fit a first-wave share per framework version (fit_version_shares)",
+    )
+    parser.add_argument(
+        "--bands", action="store_true", help="also the residuals per framework × concurrency band and × isl/osl"
+    )
     parser.add_argument("--worst", type=int, default=0, metavar="N", help="list the N worst comparable rows")
     args = parser.parse_args(argv)
     if not args.csv.is_file():
@@ -428,13 +569,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         score(con, questions)
         if args.fit:
-            constants = fit(con, questions, args.maxfev)
+            constants = fit(con, questions, args.maxfev, args.version_shares)
             write_constants(SERVING_DIR, constants)
             for c in constants:
                 print(f"  {c['constant']:<20} {c['applies_to']:<10} {c['value']:.6g}", file=sys.stderr)
             score(con, questions)
         if args.lofo:
-            lofo(con, questions)
+            lofo(con, questions, args.version_shares)
+        if args.bands:
+            bands(questions)
         report(questions, args.worst)
         if args.dump:
             dump(questions, args.dump)

@@ -120,9 +120,11 @@ def shared(llama, tmp_path_factory):
         for name, value in constants.items():
             con.execute("update serving_constants set value = ? where constant = ?", [value, name])
         rows[label] = {r["serving_case"]: r for r in serving.estimates(con, names).to_pylist()}
-    con.execute("delete from serving_constants where constant = 'request_overhead_s' and contains(applies_to, '@')")
+    # STEADY with a request overhead and a first-wave share of vLLM 0.12.0's own
+    con.execute("delete from serving_constants where contains(applies_to, '@')")
     con.execute(
-        "insert into serving_constants (constant, applies_to, value) values ('request_overhead_s', 'vllm@0.12.0', 0.5)"
+        "insert into serving_constants (constant, applies_to, value) values "
+        "('request_overhead_s', 'vllm@0.12.0', 0.5), ('first_wave_share', 'vllm@0.12.0', 1.0)"
     )
     rows["version"] = {r["serving_case"]: r for r in serving.estimates(con, names).to_pylist()}
     # by hand: at SOL a step is the sum of its ops' times (step_sol); at STEADY each op takes
@@ -206,16 +208,21 @@ def test_steady_schedule_and_constants_by_hand(shared):
     assert row["tpot_s"] == pytest.approx(0.25 * wave_tpot + 0.75 * steady_tpot, rel=1e-9)
 
 
-def test_a_framework_version_takes_its_own_request_overhead(shared):
-    """serving_constants may give a framework version its own request overhead (applies_to
-    'vllm@0.12.0'): its cases' TTFT adds 0.5 s instead of the framework's 0.01 s; another
-    version (0.15.1) keeps the framework's, and TPOT does not change."""
+def test_a_framework_version_takes_its_own_request_overhead_and_share(shared):
+    """serving_constants may give a framework version its own request overhead and first-wave
+    share (applies_to 'vllm@0.12.0'): its cases add 0.5 s instead of the framework's 0.01 s and
+    run the wave schedule only (share 1 instead of 0.25); another version (0.15.1) keeps the
+    framework's."""
     steady, version = shared["steady"], shared["version"]
-    assert version["ifb"]["request_overhead_s"] == 0.5
-    assert version["ifb"]["ttft_s"] == pytest.approx(steady["ifb"]["ttft_s"] + 0.5 - 0.01, rel=1e-9)
-    assert version["ifb"]["tpot_s"] == pytest.approx(steady["ifb"]["tpot_s"], rel=1e-12)
-    assert version["cap"]["request_overhead_s"] == 0.01
+    row = version["ifb"]
+    assert (row["request_overhead_s"], row["first_wave_share"]) == (0.5, 1.0)
+    # the wave schedule at STEADY's step times (test_steady_schedule_and_constants_by_hand)
+    tp, td = shared["steady_steps"][P], shared["steady_steps"][D]
+    assert row["ttft_s"] == pytest.approx(0.5 + 3.0 * tp, rel=1e-9)
+    assert row["tpot_s"] == pytest.approx((2 * tp + 98 * td) / 100, rel=1e-9)
+    assert (version["cap"]["request_overhead_s"], version["cap"]["first_wave_share"]) == (0.01, 0.25)
     assert version["cap"]["ttft_s"] == pytest.approx(steady["cap"]["ttft_s"], rel=1e-12)
+    assert version["cap"]["tpot_s"] == pytest.approx(steady["cap"]["tpot_s"], rel=1e-12)
 
 
 def test_only_the_request_overhead_applies_to_a_framework_version(tmp_path):

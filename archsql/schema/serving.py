@@ -81,7 +81,7 @@ CONSTANT_SCOPES = {
 }
 # constants a framework version may have its own value of (applies_to 'framework@version', '@*'
 # the runs that do not record their version); other versions take the framework's row
-VERSION_SCOPED = ("request_overhead_s",)
+VERSION_SCOPED = ("request_overhead_s", "first_wave_share")
 _BOOLS = {"true": True, "false": False}
 # frameworks.csv kv_admission: blocks allocated as tokens are computed | the whole length reserved
 KV_ADMISSIONS = ("paged", "reserve")

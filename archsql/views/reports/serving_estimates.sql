@@ -1,6 +1,7 @@
 -- TTFT and TPOT of every serving case: aggregated in-flight batching at the client
 -- concurrency (docs/serving.md), the mean of two schedules weighted by the framework's
--- first_wave_share (serving_constants):
+-- first_wave_share (serving_constants; the framework version's own where serving_constants has
+-- one, applies_to 'framework@version', else the framework's):
 -- * wave: a rank's requests arrive together and are prefilled in groups of step_requests
 --   (chunks steps per group); a request of group j waits for the groups before it, then
 --   decodes; the prefill steps of later groups stall it (no mixed steps) or are shared with
@@ -12,7 +13,7 @@
 --   token (no mixed steps).
 -- TTFT adds the framework's request overhead (receiving, tokenizing, scheduling a request and
 -- returning its first token: fitted, serving_constants; the framework version's own value where
--- serving_constants has one, applies_to 'framework@version', else the framework's), and the wait in the queue when the
+-- serving_constants has one, else the framework's), and the wait in the queue when the
 -- rank's KV cache (device_memory) or the framework's request cap admits fewer requests than its
 -- clients send (closed loop: (c - B) / B request latencies).
 -- With MTP a decode step verifies 1 + k tokens and yields 1 + a + ... + a^k of them.
@@ -52,14 +53,16 @@ framework_constants as (
     group by applies_to
 ),
 
--- a framework version's own request overhead (applies_to 'framework@version'; '@*' the rows
--- that do not record their version)
-version_overheads as (
+-- a framework version's own request overhead and first-wave share (applies_to
+-- 'framework@version'; '@*' the rows that do not record their version)
+version_constants as (
     select
         applies_to,
-        value as request_overhead_s
+        any_value(value) filter (where constant = 'first_wave_share') as first_wave_share,
+        any_value(value) filter (where constant = 'request_overhead_s') as request_overhead_s
     from serving_constants
-    where constant = 'request_overhead_s' and contains(applies_to, '@')
+    where contains(applies_to, '@')
+    group by applies_to
 ),
 
 timed as (
@@ -69,7 +72,7 @@ timed as (
         p.sol_s as prefill_step_sol_s,
         d.time_s as decode_step_s,
         d.sol_s as decode_step_sol_s,
-        w.first_wave_share,
+        coalesce(v.first_wave_share, w.first_wave_share) as first_wave_share,
         coalesce(v.request_overhead_s, w.request_overhead_s) as request_overhead_s,
         -- the cost of one prompt token in a full prefill step (its overhead left out)
         (p.time_s - p.overhead_s) / (s.step_requests * s.chunk) as prefill_token_s,
@@ -92,7 +95,7 @@ timed as (
         on d.model = s.model and d.deployment = s.deployment and d.framework = s.framework
         and d.workload = s.running_workload
     inner join framework_constants as w on w.framework = s.framework
-    left join version_overheads as v on v.applies_to = s.framework || '@' || s.version
+    left join version_constants as v on v.applies_to = s.framework || '@' || s.version
 ),
 
 scheduled as (
