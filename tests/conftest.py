@@ -17,6 +17,11 @@ from filelock import FileLock
 # CLI output is read as text by the tests: a wide terminal, so that a message is one line
 # (tests/test_cli_output.py sets 80 and 160 columns itself to test the narrow layouts)
 os.environ.setdefault("COLUMNS", "200")
+# DuckDB's worker threads: one per connection (archsql.store.tune_optimizer), inherited by the
+# CLI subprocesses too.  The suite runs in one xdist worker per core, so a connection's own
+# threads would only contend with the other worker's: the same rows for ~10 % less CPU
+# (tests/test_views.py + test_flops_kv.py: 146 → 132 s user+sys, of which sys 22.5 → 13.8 s)
+os.environ.setdefault("ARCHSQL_THREADS", "1")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -28,7 +33,7 @@ def _tuned_connect(*args, __connect=duckdb.connect, **kwargs):
     from archsql.store import tune_optimizer
 
     con = __connect(*args, **kwargs)
-    tune_optimizer(con)
+    tune_optimizer(con)  # (and $ARCHSQL_THREADS)
     return con
 
 
