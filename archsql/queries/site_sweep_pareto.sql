@@ -62,7 +62,7 @@ select
     p.tokens_per_s_per_gpu,
     p.tokens_per_s_per_user,
     d.model is null as on_frontier,
-    s.saved_at_utc,
+    strftime(s.saved_at_utc, '%Y-%m-%d %H:%M:%S') as saved_at_utc,
     s.grid,
     s.stale
 from points as p
