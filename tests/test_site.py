@@ -215,10 +215,17 @@ def test_missing_store_says_how_to_build_one(tmp_path):
     assert result.exit_code == 2 and "no store at" in result.output and "archsql build" in result.output
 
 
-def test_models_option_writes_only_those(site_db, tmp_path):
-    out = tmp_path / "one"
+@pytest.fixture(scope="module")
+def plain_site(site_db, tmp_path_factory) -> Path:
+    """The site of one model (``-m``) and no design store."""
+    out = tmp_path_factory.mktemp("plain") / "one"
     result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(out), "-m", MODELS[0]])
     assert result.exit_code == 0, result.output
+    return out
+
+
+def test_models_option_writes_only_those(plain_site):
+    out = plain_site
     assert sorted(p.name for p in (out / "model").iterdir()) == [f"{slug(MODELS[0])}.html"]
     payload = (out / "data" / "gallery.js").read_text()
     assert MODELS[0] in payload and MODELS[1] not in payload
@@ -290,15 +297,15 @@ def test_page_opens_from_file_without_console_errors(opened, site, path):
 
 
 def test_sql_pages_open_without_errors(browser, site):
+    page = browser.new_page()  # one tab goes to each SQL page in turn
+    messages: list[str] = []
+    page.on("console", lambda m: messages.append(m.type))
+    page.on("pageerror", lambda e: messages.append("pageerror"))
     for path in sorted((site / "sql").iterdir()):
-        page = browser.new_page()
-        messages = []
-        page.on("console", lambda m, messages=messages: messages.append(m.type))
-        page.on("pageerror", lambda e, messages=messages: messages.append("pageerror"))
         page.goto(path.resolve().as_uri())
-        assert page.locator("#sql").inner_text().strip()
-        assert [m for m in messages if m in ("error", "pageerror")] == []
-        page.close()
+        assert page.locator("#sql").inner_text().strip(), path.name
+        assert [m for m in messages if m in ("error", "pageerror")] == [], path.name
+    page.close()
 
 
 def test_gallery_table_shows_the_query_rows(opened, site, site_db):
@@ -569,11 +576,8 @@ def test_design_edit_record_is_keyed_and_replaced(design_db, tmp_path):
     con.close()
 
 
-def test_design_playground_without_a_design_store_says_so(browser, site_db, tmp_path):
-    out = tmp_path / "plain"
-    result = CliRunner().invoke(cli, ["site", "--db", str(site_db), "--out", str(out), "-m", MODELS[0]])
-    assert result.exit_code == 0, result.output
-    page = Page(browser, url(out, "design.html"))
+def test_design_playground_without_a_design_store_says_so(browser, plain_site):
+    page = Page(browser, url(plain_site, "design.html"))
     for figure in DESIGN.figures:
         text = page.page.inner_text(f"#fig-{figure.id} .empty")
         assert "(or no design store was given)" in text and "--store PATH" in text, figure.id
