@@ -503,24 +503,32 @@ def test_design_playground_shows_the_edit_ledger_diff_and_audit_card(opened, sit
     model = {q: (old, new) for q, old, new in recorded}
     assert model["kv_bytes_per_token"][1] == 0 < model["kv_bytes_per_token"][0]  # no KV cache after the swap
     assert model["state_bytes_per_request"][1] > 0 == model["state_bytes_per_request"][0]  # a recurrent state
-    # the graph diff: every node the diff names is highlighted with its status, no other node is
+    # the graph diff: a node only the derived model has is added, one only the base has removed
+    # (the base's nodes, from the design store), one the recorded diff names a change of changed;
+    # exactly those are highlighted
     con = duckdb.connect(str(design_db), read_only=True)
+    old_nodes, new_nodes = (
+        {r[0] for r in con.execute("select uid from base_nodes where model = ?", [m]).fetchall()}
+        for m in (MODELS[0], EDIT)
+    )
     diff = con.execute(
-        "select path, any_value(status) from design_edit_diff where edit = ? and path not like '$%' group by path",
-        [EDIT],
+        "select path, status from design_edit_diff where edit = ? and path not like '$%'", [EDIT]
     ).fetchall()
     con.close()
-    status = {"only_a": "removed", "only_b": "added", "changed": "changed"}
+    expected = {u: "added" for u in new_nodes - old_nodes} | {u: "removed" for u in old_nodes - new_nodes}
+    expected |= {path: "changed" for path, st in diff if st == "changed"}
+    assert {p for p, st in diff if st == "only_b"} <= new_nodes - old_nodes  # the diff agrees
+    assert {p for p, st in diff if st == "only_a"} <= old_nodes - new_nodes
     marked = page.page.evaluate(
         """(edit) => Array.from(document.querySelectorAll(`.edit-graph[data-edit="${edit}"] tr[data-uid]`))
              .map((tr) => [tr.dataset.uid, tr.dataset.status, tr.className])""",
         EDIT,
     )
     highlighted = {uid: st for uid, st, cls in marked if st != "same"}
-    assert highlighted == {path: status[s] for path, s in diff}
-    assert {st for st in highlighted.values()} == {"added", "removed", "changed"}
+    assert highlighted == expected and set(highlighted.values()) == {"added", "removed", "changed"}
     assert all(cls == f"diff-{st}" for uid, st, cls in marked if st != "same")
     assert all(cls == "" for uid, st, cls in marked if st == "same") and any(st == "same" for _, st, _ in marked)
+    assert {uid for uid, _, _ in marked} == old_nodes | new_nodes  # every node of both, once
     graph = design_rows("site_edit_graph", design_db)
     assert sorted((r["uid"], r["status"]) for r in graph) == sorted((uid, st) for uid, st, _ in marked)
     # the audit card: its decision and evidence level as the store holds them

@@ -289,7 +289,11 @@ def edit_cmd(
                 style="bold red",
             )
         )
-    out.print(f"rows in {report.db}; load the derived model with: archsql build {d.path}", markup=False)
+    out.print(
+        f"rows in {report.db}, the edit recorded as '{d.name}' (design_edits, design_edit_ledger, design_edit_diff; "
+        f"archsql site --design-store shows it); load the derived model with: archsql build {d.path}",
+        markup=False,
+    )
 
 
 def _arrow(a, b) -> str:

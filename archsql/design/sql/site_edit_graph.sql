@@ -1,4 +1,6 @@
 -- Graph of each recorded model edit (archsql edit, design store): the derived model's nodes and the base's removed ones, each with its diff status and changed attributes.
+-- A node is added (only the derived model has it), removed (only the base has it: shown where it
+-- was) or changed (both have it and the recorded diff, design_edit_diff, names an attribute of it).
 with
 edits as (
     select edit, base, created_at
@@ -9,19 +11,29 @@ node_changes as (
     select
         edit,
         path as uid,
-        case any_value(status) when 'only_a' then 'removed' when 'only_b' then 'added' else 'changed' end as status,
-        string_agg(attribute, ', ' order by position) filter (where status = 'changed') as changed
+        string_agg(attribute, ', ' order by position) as changed
     from design_edit_diff
-    where path not like '$%'
+    where status = 'changed' and path not like '$%'
     group by edit, path
 ),
 
 nodes as (
-    select e.edit, e.created_at, 'new' as side, n.model, n.uid, n.stack, n.template, n.component, n.op, n.role
+    select
+        e.edit,
+        e.created_at,
+        'new' as side,
+        n.model,
+        n.uid,
+        n.stack,
+        n.template,
+        n.component,
+        n.op,
+        n.role,
+        exists (select 1 from base_nodes as o where o.model = e.base and o.uid = n.uid) as in_both
     from edits as e
     inner join base_nodes as n on n.model = e.edit
     union all
-    select e.edit, e.created_at, 'old' as side, n.model, n.uid, n.stack, n.template, n.component, n.op, n.role
+    select e.edit, e.created_at, 'old' as side, n.model, n.uid, n.stack, n.template, n.component, n.op, n.role, false
     from edits as e
     inner join base_nodes as n on n.model = e.base
     where not exists (select 1 from base_nodes as m where m.model = e.edit and m.uid = n.uid)
@@ -61,7 +73,12 @@ select
     n.role,
     s.output_shape,
     p.params,
-    coalesce(c.status, 'same') as status,
+    case
+        when n.side = 'old' then 'removed'
+        when not n.in_both then 'added'
+        when c.uid is not null then 'changed'
+        else 'same'
+    end as status,
     c.changed
 from nodes as n
 left join node_changes as c on c.edit = n.edit and c.uid = n.uid
