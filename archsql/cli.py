@@ -270,7 +270,16 @@ def sql(db: Path, query: str, engine: str, dataset: Path | None, fmt: str, outpu
 
         emit(spark_engine.query(query, dataset), fmt, output)
         return
-    table, invalid = api.query_checked(query, db=db)  # one connection for both
+    from archsql import queries
+    from archsql.errors import QueryError
+
+    try:
+        table, invalid = api.query_checked(query, db=db)  # one connection for both
+    except QueryError:
+        missing = queries.missing_parts(query, db)  # a part only some stores hold: say which, and how to add it
+        if not missing:
+            raise
+        raise queries.missing_part_error("the query", missing, db) from None
     emit(table, fmt, output)
     _warn_invalid_rows(db, rows=invalid)
 

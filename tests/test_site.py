@@ -709,6 +709,18 @@ def test_a_saved_query_of_an_absent_part_says_which_and_how_to_add_it(corpus_db,
     assert how in result.output and "Traceback" not in result.output and "Catalog Error" not in result.output
 
 
+def test_a_query_of_an_absent_part_says_which(site_db):
+    """`archsql sql` over a corpus view of a store without a corpus: the part, not DuckDB's error;
+    a relation no part brings is still DuckDB's message (with its suggestion)."""
+    result = CliRunner().invoke(cli, ["--db", str(site_db), "sql", "select count(*) from measured_vs_sol"])
+    assert result.exit_code == 2 and "the query reads measured_vs_sol, which only a store with a kernel corpus" in (
+        result.output
+    )
+    assert "archsql corpus import" in result.output and "Catalog Error" not in result.output
+    result = CliRunner().invoke(cli, ["--db", str(site_db), "sql", "select count(*) from no_such_view"])
+    assert result.exit_code == 2 and "does not exist" in result.output and "Traceback" not in result.output
+
+
 def test_a_missing_part_is_said_not_drawn_empty(opened, site, site_db):
     """The encoder keeps no cache: its inspector says so, and the gallery's cache plot, filtered
     to it, says there is nothing to plot instead of drawing empty axes."""
