@@ -472,7 +472,7 @@ def write_record(
     nor a parameter table: no derived row reads it (the caller commits)."""
     _check_keys(name, table, key)
     if name in _table_names(con):
-        where = " and ".join(f'"{c}" = ?' for c in record)
+        where = " and ".join(f'"{c}" = ?' for c in record) or "true"  # no record columns: the table holds one
         con.execute(f'delete from "{name}" where {where}', list(record.values()))
         _insert_arrow(con, name, table, create=False)
     else:

@@ -62,8 +62,10 @@ SWEEP, SWEPT = "tp-vs-dp", ("tp8", "tp4,dp2", "dp8")
 COMPONENTS = ("gqa_attention@Meta-Llama-3.1-8B", "gated_deltanet@Qwen3.5-27B")
 
 
-# An edit of Llama (its attention swapped for a gated DeltaNet, dims from Qwen3.5-27B: nodes
-# added, removed and changed) and an audit of it against Llama, recorded in the same design store
+# A comparison, then an edit of Llama (its attention swapped for a gated DeltaNet, dims from
+# Qwen3.5-27B: nodes added, removed and changed) and an audit of it against Llama, in one design
+# store: the later commands replace its workloads and deployments, and the page still shows the
+# comparison as it was made
 EDIT = "llama-deltanet"
 
 
@@ -72,15 +74,16 @@ def design_db(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("design")
     db = root / "design.duckdb"
     store = ["--store", str(db)]
+    args = ["compare", "attention", *[a for c in COMPONENTS for a in ("-C", c)], "--d-model", "2048"]
+    result = CliRunner().invoke(cli, [*args, "--context", "2k,32k,128k", *store, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    (root / "compared.json").write_text(result.stdout)  # the rows as `archsql compare` printed them
     args = ["edit", MODELS[0], "--swap", "attention=gated_deltanet", "--dims-from", "Qwen3.5-27B", "--name", EDIT]
     result = CliRunner().invoke(cli, [*args, "--out", str(root), "--context", "32k", *store])
     assert result.exit_code == 0, result.output
     args = ["audit", MODELS[0], str(root / f"{EDIT}.yaml"), "--changed-field", "attention_type", *store]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code in (0, 1), result.output  # 1: the decision is reject
-    args = ["compare", "attention", *[a for c in COMPONENTS for a in ("-C", c)], "--d-model", "2048"]
-    result = CliRunner().invoke(cli, [*args, "--context", "2k,32k,128k", *store])
-    assert result.exit_code == 0, result.output
     return db
 
 
@@ -455,14 +458,20 @@ def test_deployment_explorer_plots_the_selected_deployment(opened, site, site_db
 
 
 def test_design_playground_shows_the_comparison_rows(opened, site, design_db):
+    """The page's comparison is the saved design query's rows, which are the rows `archsql compare`
+    printed, though an edit and an audit ran in the store after it (the live view now reads their
+    workloads: one context, no SOL rows on the comparison's deployment)."""
     page = opened(site, "design.html")
-    con = duckdb.connect(str(design_db), read_only=True)
-    expected = [
-        dict(zip([d[0] for d in con.description], r, strict=True))
-        for r in con.execute("select * from component_comparison order by position, context").fetchall()
-    ]
-    con.close()
+    expected = design_rows("site_component_comparison", design_db)
+    printed = json.loads((design_db.parent / "compared.json").read_text())
     assert len(expected) == len(COMPONENTS) * 3
+    assert same(
+        [list(r.values()) for r in expected], [[p[c] for c in r] for p, r in zip(printed, expected, strict=True)]
+    )
+    con = duckdb.connect(str(design_db), read_only=True)
+    live = con.execute("select distinct context from component_comparison").fetchall()
+    con.close()
+    assert live == [(32768,)]  # the edit's context: why the comparison is kept as rows
     cells = page.cells("table-comparison")
     for column in DESIGN.figures[0].columns:
         assert same([c[column.name][0] for c in cells], [r[column.name] for r in expected]), column.name
@@ -598,7 +607,7 @@ def test_design_store_errors_are_located(site_db, tmp_path):
     result = CliRunner().invoke(cli, [*args, str(tmp_path / "none.duckdb")])
     assert result.exit_code == 2 and "no design store at" in result.output and "archsql compare" in result.output
     result = CliRunner().invoke(cli, [*args, str(site_db)])  # a main store: no comparison, edit or audit in it
-    assert result.exit_code == 2 and "holds no component_comparison, model edit or audit card" in result.output
+    assert result.exit_code == 2 and "holds no comparison, model edit or audit card" in result.output
     assert "archsql edit MODEL" in result.output and "Traceback" not in result.output
 
 

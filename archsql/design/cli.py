@@ -151,8 +151,8 @@ def compare_cmd(db, slot, components, d_model, contexts, batch, gpu, dtype, spec
     out.print(table)
     out.print(
         f"rows: view component_comparison in {result.db} "
-        f'(archsql --db {result.db} sql "select * from component_comparison"); probes in '
-        f"{result.probes[0].spec_file.parent}",
+        f'(archsql --db {result.db} sql "select * from component_comparison"), kept as design_comparison '
+        f"(archsql site --design-store shows it); probes in {result.probes[0].spec_file.parent}",
         markup=False,
     )
 

@@ -196,11 +196,12 @@ def _check_design_store(db: Path) -> None:
     """A design store holds at least one of what the design playground shows."""
     if not relations(db) & set(_needs("design").values()):
         raise QueryError(
-            f"the design store {db} holds no component_comparison, model edit or audit card",
+            f"the design store {db} holds no comparison, model edit or audit card",
             [
                 Issue(
-                    "write one first: archsql compare SLOT -C …, archsql edit MODEL … or archsql audit A B, with --store PATH"
-                )
+                    "write one: archsql compare SLOT -C …, archsql edit MODEL … or archsql audit A B, with --store PATH"
+                ),
+                Issue("a comparison an earlier archsql wrote is not kept as rows (design_comparison): run it again"),
             ],
         )
 
