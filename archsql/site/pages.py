@@ -272,8 +272,9 @@ DEPLOY = Page(
             "sweep",
             "A saved sweep's Pareto frontier: tokens/s per GPU vs per user, by layout",
             "site_sweep_pareto",
-            "No sweep of this model is saved in the store: `archsql sweep MODEL --layout tp8 --layout tp4,dp2 … "
-            "--save NAME` keeps one (the grid of `archsql sweep` otherwise lives only for its query).",
+            "No sweep of this model is saved in the store, or no point of a saved one fits: `archsql sweep MODEL "
+            "--layout tp8 --layout tp4,dp2 … --save NAME` keeps one (the grid of `archsql sweep` otherwise lives only "
+            "for its query).",
             chart=charts.sweep_pareto,
             filters=("sweep",),
             needs="sweep_points",
