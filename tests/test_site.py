@@ -81,8 +81,19 @@ def design_db(tmp_path_factory) -> Path:
     args = ["edit", MODELS[0], "--swap", "attention=gated_deltanet", "--dims-from", "Qwen3.5-27B", "--name", EDIT]
     result = CliRunner().invoke(cli, [*args, "--out", str(root), "--context", "32k", *store])
     assert result.exit_code == 0, result.output
+    record = {  # an evidence record of the audit (archsql/design/audit.py reads its fields)
+        "benchmark": "long_sequence_memory",
+        "evidence_level": "same_family_benchmark",
+        "baseline": MODELS[0],
+        "candidate": EDIT,
+        "workload": {"suite": "RULER", "context": 32768},
+        "quality": {"metric": "ruler_32k", "baseline": 0.82, "candidate": 0.74, "pass": False},
+        "cost": {"metric": "decode tokens/s", "baseline": 1200, "candidate": 2900, "pass": True},
+        "failure": None,
+    }
+    (root / "ruler.json").write_text(json.dumps(record))
     args = ["audit", MODELS[0], str(root / f"{EDIT}.yaml"), "--changed-field", "attention_type", *store]
-    result = CliRunner().invoke(cli, args)
+    result = CliRunner().invoke(cli, [*args, "--evidence", str(root / "ruler.json")])
     assert result.exit_code in (0, 1), result.output  # 1: the decision is reject
     return db
 
@@ -557,6 +568,12 @@ def test_design_playground_shows_the_edit_ledger_diff_and_audit_card(opened, sit
         }
     ]
     assert card["decision"] in ("reject", "tune", "accept") and page.errors() == []
+    evidence = design_rows("site_audit_evidence", design_db)
+    rows = page.page.evaluate(
+        """() => Array.from(document.querySelectorAll('article.card table.evidence tbody tr')).map((tr) =>
+             [tr.dataset.path, tr.querySelector('[data-col=status]').textContent])"""
+    )
+    assert rows == [[e["path"], e["status"]] for e in evidence] and len(rows) == 1
 
 
 def test_design_edit_record_is_keyed_and_replaced(design_db, tmp_path):
