@@ -463,6 +463,22 @@ def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[st
         ) from None
 
 
+def write_record(
+    con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, key: tuple[str, ...], record: Mapping[str, object]
+) -> None:
+    """Write the rows of one record (an edit, a saved sweep) into the record table ``name``:
+    created with primary key ``key`` when absent; the rows whose columns equal ``record``'s
+    values are replaced (the record written again), other records kept.  Neither an evaluated
+    nor a parameter table: no derived row reads it (the caller commits)."""
+    _check_keys(name, table, key)
+    if name in _table_names(con):
+        where = " and ".join(f'"{c}" = ?' for c in record) or "true"  # no record columns: the table holds one
+        con.execute(f'delete from "{name}" where {where}', list(record.values()))
+        _insert_arrow(con, name, table, create=False)
+    else:
+        _insert_arrow(con, name, table, create=True, key=key)
+
+
 def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True) -> duckdb.DuckDBPyConnection:
     """Open an existing store; a missing or empty file is a :class:`StoreError`.
 
