@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import hashlib
@@ -53,6 +54,21 @@ def _cache_folder(tmp_path_factory):
     os.environ["ARCHSQL_CACHE_DIR"] = str(_run_folder(tmp_path_factory) / "archsql-cache")
 
 
+@contextlib.contextmanager
+def _env(**values: str):
+    """Environment variables set for the duration of the block."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def shared_store(root: Path, models: tuple[str, ...]) -> Path:
     """The store of ``models`` (the catalog when none) under ``root``, built by the first caller
     under a file lock (the others wait and read the same file)."""
@@ -66,7 +82,9 @@ def shared_store(root: Path, models: tuple[str, ...]) -> Path:
         if not built.exists():
             shutil.rmtree(db.parent, ignore_errors=True)
             db.parent.mkdir(parents=True)
-            build(list(models) or None, db=db)
+            # every core's thread: the other worker is often waiting on this very build
+            with _env(ARCHSQL_THREADS=str(os.cpu_count() or 1)):
+                build(list(models) or None, db=db)
             built.write_text("\n".join(models) or "catalog")
     return db
 
