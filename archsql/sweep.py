@@ -472,14 +472,17 @@ def pareto(table: pa.Table, x: str = "tokens_per_s_per_user", y: str = "tokens_p
     point whose layout the model cannot run (``layout_problems``) is not a candidate."""
     import duckdb
 
+    from archsql.views import create_macros
+
     con = duckdb.connect()
+    create_macros(con)  # dominates(): the rule the saved query site_sweep_pareto applies too
     con.register("points", table)
     return con.sql(
         f"""
         select p.* from points as p
         where p.fits and p.layout_problems is null and not exists (
             select 1 from points as q
-            where q.fits and q.layout_problems is null and q.{x} >= p.{x} and q.{y} >= p.{y} and (q.{x} > p.{x} or q.{y} > p.{y})
+            where q.fits and q.layout_problems is null and dominates(q.{x}, q.{y}, p.{x}, p.{y})
         )
         order by p.{x}
         """
