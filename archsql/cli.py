@@ -270,7 +270,16 @@ def sql(db: Path, query: str, engine: str, dataset: Path | None, fmt: str, outpu
 
         emit(spark_engine.query(query, dataset), fmt, output)
         return
-    table, invalid = api.query_checked(query, db=db)  # one connection for both
+    from archsql import queries
+    from archsql.errors import QueryError
+
+    try:
+        table, invalid = api.query_checked(query, db=db)  # one connection for both
+    except QueryError:
+        missing = queries.missing_parts(query, db)  # a part only some stores hold: say which, and how to add it
+        if not missing:
+            raise
+        raise queries.missing_part_error("the query", missing, db) from None
     emit(table, fmt, output)
     _warn_invalid_rows(db, rows=invalid)
 
@@ -685,6 +694,14 @@ def _mesh_axis_options(command):
     is_flag=True,
     help="Only the fitting points no other point beats on both tokens/s/user and tokens/s/GPU.",
 )
+@click.option(
+    "--save",
+    "save_as",
+    default=None,
+    metavar="NAME",
+    help="Keep every point in the store as sweep NAME of MODEL (tables sweeps, sweep_points; the same name "
+    "again replaces it): the site's deployment explorer plots its Pareto frontier (saved query site_sweep_pareto).",
+)
 @_ENGINE_OPTION
 @_DATASET_OPTION
 @_FORMAT_OPTION
@@ -711,6 +728,7 @@ def sweep(
     osl,
     concurrency,
     only_pareto,
+    save_as,
     engine,
     dataset,
     fmt,
@@ -786,6 +804,9 @@ def sweep(
         for d in plan.dropped:
             err.print(Text(f"  {printable(str(d))}"))
     if rank_by == "serving":
+        for flag, value in (("--save", save_as), ("--pareto", only_pareto or None), ("--dataset", dataset)):
+            if value is not None:
+                raise click.UsageError(f"{flag} applies to SOL sweeps, not --rank-by serving")
         _serving_sweep(
             ctx, model, plan, serving_framework, isl, osl, concurrency, memory_fraction, columns, fmt, output
         )
@@ -797,6 +818,18 @@ def sweep(
     else:
         rows = sweeps.sweep(model, db_of(ctx), plan.deployments, plan.workloads)
     table = sweeps.points(rows, plan.labels)
+    if save_as is not None:
+        grid_options = ("count", "gpu_names", "layout_texts", "layouts_file", "cp_kinds", "batch", "context")
+        grid_options += ("weights", "kv", "memory_fraction", "phase", *degrees)
+        given_grid = " ".join(  # the grid as asked: the options given, as written
+            f"{o.opts[-1]} {' '.join(map(str, v)) if isinstance(v, tuple) else v}"
+            for o in ctx.command.params
+            if o.name in grid_options
+            and (v := ctx.params[o.name]) not in (None, ())
+            and ctx.get_parameter_source(o.name) is not click.core.ParameterSource.DEFAULT
+        )
+        saved = sweeps.save(db_of(ctx), save_as, model, table, given_grid, plan.dropped)
+        err.print(f"saved {plural(saved, 'point')} as sweep '{save_as}' of {model}", markup=False)
     if only_pareto:
         table = sweeps.pareto(table)
     if columns is not None:

@@ -463,6 +463,22 @@ def insert_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[Mapping[st
         ) from None
 
 
+def write_record(
+    con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, key: tuple[str, ...], record: Mapping[str, object]
+) -> None:
+    """Write the rows of one record (an edit, a saved sweep) into the record table ``name``:
+    created with primary key ``key`` when absent; the rows whose columns equal ``record``'s
+    values are replaced (the record written again), other records kept.  Neither an evaluated
+    nor a parameter table: no derived row reads it (the caller commits)."""
+    _check_keys(name, table, key)
+    if name in _table_names(con):
+        where = " and ".join(f'"{c}" = ?' for c in record) or "true"  # no record columns: the table holds one
+        con.execute(f'delete from "{name}" where {where}', list(record.values()))
+        _insert_arrow(con, name, table, create=False)
+    else:
+        _insert_arrow(con, name, table, create=True, key=key)
+
+
 def connect(db_path: str | Path, read_only: bool = True, *, derived: bool = True) -> duckdb.DuckDBPyConnection:
     """Open an existing store; a missing or empty file is a :class:`StoreError`.
 
@@ -1140,7 +1156,11 @@ def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
         except duckdb.Error as exc:
             raise StoreError(f"cannot open the store {path}: {exc}") from None
         else:
-            tune_optimizer(con)
+            try:
+                tune_optimizer(con)
+            except StoreError:
+                con.close()
+                raise
             return con
 
 
@@ -1152,9 +1172,24 @@ def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
 DISABLED_OPTIMIZERS = ("projection_pullup",)
 
 
+THREADS_ENV = "ARCHSQL_THREADS"
+
+
 def tune_optimizer(con: duckdb.DuckDBPyConnection) -> None:
-    """Set the optimizer passes archsql's view chains are planned without on ``con``."""
+    """Set the optimizer passes archsql's view chains are planned without on ``con``, and
+    DuckDB's worker threads when ``$ARCHSQL_THREADS`` says how many (default: DuckDB's own,
+    one per core).  On a machine shared by several processes (a CI runner, a test suite in
+    parallel workers) one thread each spends less CPU on the same rows: DuckDB's threads
+    would otherwise contend for the same cores."""
     con.execute(f"set disabled_optimizers = '{','.join(DISABLED_OPTIMIZERS)}'")
+    threads = os.environ.get(THREADS_ENV, "").strip()
+    if threads:
+        if not threads.isdigit() or int(threads) < 1:
+            raise StoreError(
+                f"{THREADS_ENV}={threads!r} is not a number of threads",
+                [Issue("DuckDB's worker threads per connection", hint=f"set {THREADS_ENV} to 1 or more, or unset it")],
+            )
+        con.execute(f"set threads = {int(threads)}")
 
 
 open_file = _open  # for the packages above the store (the kernel corpus) that open its file

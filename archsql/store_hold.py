@@ -156,15 +156,35 @@ def _checkout(key: Path, hold_s: float, opener: Callable[[Path], tuple[Any, Any]
     return entry
 
 
+# The idle timers: daemon threads (a process exits without waiting for one), each of which may
+# be closing a connection — DuckDB's C++ code — when the interpreter exits.  A daemon thread
+# that takes the GIL back after finalization began is ended by pthread_exit, and unwinding it
+# through DuckDB's frames aborts the process ("FATAL: exception not rethrown", exit 134, seen
+# under load at the end of `archsql sql`).  So at exit no timer starts, and the running ones
+# are cancelled and waited for before the interpreter finalizes (:func:`_at_exit`).
+_TIMERS: set[threading.Timer] = set()
+_EXITING = threading.Event()
+
+
 def _schedule(key: Path, entry: _Held, delay: float) -> None:
+    if _EXITING.is_set():
+        return
     timer = threading.Timer(delay, _expire, args=(key, entry))
     timer.daemon = True
     entry.timer = timer
+    _TIMERS.add(timer)
     timer.start()
 
 
 def _expire(key: Path, entry: _Held) -> None:
     """The idle timer: close the entry when unused for its hold time, else look again later."""
+    try:
+        _expire_once(key, entry)
+    finally:
+        _TIMERS.discard(threading.current_thread())  # type: ignore[arg-type]
+
+
+def _expire_once(key: Path, entry: _Held) -> None:
     if entry.closed:
         return
     if not entry.lock.acquire(blocking=False):  # in use: look again after a hold time
@@ -228,9 +248,21 @@ def _forget_after_fork() -> None:
     global _REGISTRY
     _INHERITED.extend(entry.con for entry in _HELD.values())
     _HELD.clear()
+    _TIMERS.clear()  # (the parent's threads: none of them is in the child)
     _REGISTRY = threading.Lock()
 
 
-atexit.register(release)
+def _at_exit() -> None:
+    """Close every held connection, and let no idle timer run DuckDB code past this point."""
+    _EXITING.set()
+    release()
+    while pending := [t for t in list(_TIMERS) if t is not threading.current_thread()]:
+        for timer in pending:
+            timer.cancel()
+            timer.join()
+            _TIMERS.discard(timer)
+
+
+atexit.register(_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)

@@ -472,14 +472,17 @@ def pareto(table: pa.Table, x: str = "tokens_per_s_per_user", y: str = "tokens_p
     point whose layout the model cannot run (``layout_problems``) is not a candidate."""
     import duckdb
 
+    from archsql.views import create_macros
+
     con = duckdb.connect()
+    create_macros(con)  # dominates(): the rule the saved query site_sweep_pareto applies too
     con.register("points", table)
     return con.sql(
         f"""
         select p.* from points as p
         where p.fits and p.layout_problems is null and not exists (
             select 1 from points as q
-            where q.fits and q.layout_problems is null and q.{x} >= p.{x} and q.{y} >= p.{y} and (q.{x} > p.{x} or q.{y} > p.{y})
+            where q.fits and q.layout_problems is null and dominates(q.{x}, q.{y}, p.{x}, p.{y})
         )
         order by p.{x}
         """
@@ -577,3 +580,83 @@ def serving_ranked(
     ]
     out.sort(key=lambda r: (-(r["tokens_per_s_per_gpu"] or 0), r["layout"], r["concurrency"]))
     return pa.Table.from_pylist(out), left_out
+
+
+# ---------------------------------------------------------------------------- saved sweeps
+
+# A sweep saved by name (``archsql sweep MODEL … --save NAME``): its points as the sweep
+# answered them, kept in the store so a page can read them (the explorer's sweep frontier,
+# the saved query site_sweep_pareto); the grid itself lives only for the sweep's query.
+# Keyed by model and name: saving a name again replaces its points.  The store's build
+# record (store_meta) tells a saved sweep that a later build of its model made stale.
+SAVED_SCHEMAS = {
+    "sweeps": pa.schema(
+        [
+            ("model", pa.string()),
+            ("sweep", pa.string()),
+            ("saved_at_utc", pa.timestamp("us")),
+            ("grid", pa.string()),  # the sweep as asked (the command's options)
+            ("points", pa.int64()),
+            ("dropped", pa.list_(pa.string())),  # grid points left out, and why
+        ]
+    ),
+    "sweep_points": pa.schema(
+        [
+            ("model", pa.string()),
+            ("sweep", pa.string()),
+            ("layout", pa.string()),
+            ("deployment", pa.string()),
+            ("gpu", pa.string()),
+            ("gpus", pa.int64()),
+            ("weight_profile", pa.string()),
+            ("kv_dtype", pa.string()),
+            ("batch", pa.int64()),
+            ("context", pa.int64()),
+            ("fits", pa.bool_()),
+            ("ttft_s", pa.float64()),
+            ("tpot_s", pa.float64()),
+            ("tokens_per_s_per_gpu", pa.float64()),
+            ("tokens_per_s_per_user", pa.float64()),
+            ("max_batch", pa.int64()),
+            ("limited_by", pa.string()),
+            ("beyond_max_context", pa.bool_()),
+            ("layout_problems", pa.string()),
+        ]
+    ),
+}
+SAVED_KEYS = {"sweeps": ("model", "sweep"), "sweep_points": ("model", "sweep", "deployment", "batch", "context")}
+SAVED_TABLES = tuple(SAVED_SCHEMAS)
+
+
+def save(
+    db: str | Path, name: str, model: str, table: pa.Table, grid_text: str = "", dropped: Sequence[Dropped] = ()
+) -> int:
+    """Keep the points of a sweep (:func:`points`'s table) in the store ``db`` as sweep
+    ``name`` of ``model`` (replacing a sweep of that name); the number of points saved."""
+    from datetime import UTC, datetime
+
+    from archsql.api import default_db
+    from archsql.store import connect, write_record
+
+    name = name.strip()
+    if not name:
+        raise QueryError("--save needs a name for the sweep, e.g. --save tp-vs-ep")
+    columns = SAVED_SCHEMAS["sweep_points"].names
+    n = table.num_rows
+    present = {c: table.column(c) for c in columns if c in table.column_names}
+    full = {c: present.get(c, pa.nulls(n, SAVED_SCHEMAS["sweep_points"].field(c).type)) for c in columns}
+    full["model"], full["sweep"] = pa.array([model] * n, pa.string()), pa.array([name] * n, pa.string())
+    rows = pa.table(full).cast(SAVED_SCHEMAS["sweep_points"])
+    saved_at = datetime.now(UTC).replace(tzinfo=None)
+    head = [{"model": model, "sweep": name, "saved_at_utc": saved_at, "grid": grid_text, "points": n,
+             "dropped": [str(d) for d in dropped]}]  # fmt: skip
+    tables = {"sweeps": pa.Table.from_pylist(head, schema=SAVED_SCHEMAS["sweeps"]), "sweep_points": rows}
+    con = connect(Path(db) if db else default_db(), read_only=False)
+    try:
+        con.begin()
+        for table_name, rows_of in tables.items():
+            write_record(con, table_name, rows_of, SAVED_KEYS[table_name], {"model": model, "sweep": name})
+        con.commit()
+    finally:
+        con.close()
+    return n

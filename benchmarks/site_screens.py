@@ -8,6 +8,17 @@ open (page load until every chart is drawn) < 2 s.
     PYTHONPATH=. python benchmarks/site_screens.py --db /tmp/catalog.duckdb      # a built catalog store
     PYTHONPATH=. python benchmarks/site_screens.py                               # builds the catalog first
     PYTHONPATH=. python benchmarks/site_screens.py --db S --model Qwen3-30B-A3B --shots docs/site
+
+The explorer shot plots a saved sweep's frontier and the playground shot an edit, an audit
+card and a comparison when the stores hold them (docs/site/*.png were made so):
+
+    archsql --db /tmp/catalog.duckdb sweep DeepSeek-V3 --layout tp8,ep8 --layout dp8,ep8 \
+        --layout tp4,dp2,ep8 --layout tp2,dp4,ep8 --weights native --batch 1,16,64,256 --context 8k --save layouts
+    archsql edit Meta-Llama-3.1-8B --swap attention=gated_deltanet --dims-from Qwen3.5-27B \
+        --name Llama-3.1-8B+deltanet --context 32k --store /tmp/design.duckdb
+    archsql edit Meta-Llama-3.1-8B --set n_kv_heads=4 --name llama-kv4 --store /tmp/design.duckdb
+    archsql audit Meta-Llama-3.1-8B designs/llama-kv4.yaml --changed-field num_key_value_heads \
+        --budget kv_bytes_per_token=0 --store /tmp/design.duckdb
     archsql compare attention -C gqa_attention@Meta-Llama-3.1-8B -C mla_attention@DeepSeek-V3 \
         -C gated_deltanet@Qwen3.5-27B --d-model 4096 --context 2k,32k,128k --store /tmp/design.duckdb
     PYTHONPATH=. python benchmarks/site_screens.py --db /tmp/catalog.duckdb --design-store /tmp/design.duckdb

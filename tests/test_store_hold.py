@@ -149,3 +149,26 @@ def test_a_failed_query_closes_the_held_connection(db, opens, monkeypatch):
         api.query("select * from no_such_view", db=db)
     assert store_hold.held_paths() == []
     assert _figure(db) == BEFORE and len(opens) == 2
+
+
+def test_at_exit_no_idle_timer_is_left_running_duckdb(db):
+    """The idle timers are daemon threads: one closing its connection while the interpreter
+    finalizes is ended inside DuckDB's C++ frames, which aborts the process (exit 134). At
+    exit every held connection is closed, every timer cancelled and waited for, and none
+    starts after (a process that queries and exits at once, with the timer about to fire)."""
+    script = f"""
+import threading, time
+from archsql import api, store_hold
+api.query("select 1", db={str(db)!r})
+assert store_hold.held_paths() and store_hold._TIMERS
+store_hold._at_exit()
+assert not store_hold.held_paths() and not store_hold._TIMERS
+assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
+store_hold._schedule(None, None, 0.0)  # after exit began: no timer
+assert not store_hold._TIMERS
+api.query("select 1", db={str(db)!r})  # a query still answers (opened and closed at exit)
+print("ok")
+"""
+    env = {**os.environ, "ARCHSQL_QUERY_HOLD_S": "0.02"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

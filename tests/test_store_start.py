@@ -5,7 +5,9 @@
   default parameter row must give another empty store, never the cached one;
 - a write to a store whose views stand (every table there, the recorded view SQL equal to the
   files') does not create the views again; one whose recorded SQL differs does;
-- write_checkpoints writes a batch in one transaction: all of it or none.
+- write_checkpoints writes a batch in one transaction: all of it or none;
+- $ARCHSQL_THREADS sets DuckDB's worker threads on every archsql connection, and a value
+  that is not a number of threads is a located error naming the variable.
 
 Ground truth is the store created in place (the path every store took before), compared row
 by row, floats to 1e-12 relative (DuckDB sums in parallel: the last bits may move)."""
@@ -113,3 +115,14 @@ def test_write_checkpoints_writes_all_of_a_batch_or_none(store_of, tmp_path):
         assert freshness(con).fresh  # the derived rows computed after the batch
         totals = con.execute("select checkpoint, file_tensors from checkpoint_totals order by 1").fetchall()
     assert totals == [("a", 2), ("b", 3)]
+
+
+def test_archsql_threads_sets_duckdb_threads_and_a_bad_value_says_so(store_of, monkeypatch):
+    db = store_of(MODEL)
+    monkeypatch.setenv("ARCHSQL_THREADS", "3")
+    with connect(db) as con:
+        assert con.execute("select current_setting('threads')").fetchone() == (3,)
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("ARCHSQL_THREADS", bad)
+        with pytest.raises(StoreError, match=f"ARCHSQL_THREADS='{bad}' is not a number of threads"):
+            connect(db)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from archsql.errors import QueryError
@@ -350,3 +351,21 @@ def test_sweep_cli_refuses_what_it_cannot_answer(sweep_db, tmp_path):
     import csv
 
     assert [row[0] for row in csv.reader(result.stdout.splitlines())] == ["layout", "tp8", "tp4,dp2"]
+
+
+def test_pareto_keeps_the_points_no_other_fitting_point_dominates():
+    """Hand-made points (tokens/s per user, per GPU): (1, 1) is beaten by (2, 2); (2, 1) and
+    (1, 2) by (2, 2) too (as good on one axis, better on the other); (2, 2) and (0, 3) beat
+    each other on one axis each: the frontier.  (5, 5) does not fit and (4, 4) is a layout the
+    model cannot run: neither is a candidate nor beats anyone."""
+    points = pa.table(
+        {
+            "tokens_per_s_per_user": [1.0, 2.0, 1.0, 2.0, 0.0, 5.0, 4.0],
+            "tokens_per_s_per_gpu": [1.0, 1.0, 2.0, 2.0, 3.0, 5.0, 4.0],
+            "fits": [True, True, True, True, True, False, True],
+            "layout_problems": [None, None, None, None, None, None, "tp8 > heads"],
+        }
+    )
+    frontier = pareto(points)
+    rows = frontier.select(["tokens_per_s_per_user", "tokens_per_s_per_gpu"]).to_pylist()
+    assert [tuple(r.values()) for r in rows] == [(0.0, 3.0), (2.0, 2.0)]

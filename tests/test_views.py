@@ -830,6 +830,7 @@ def test_macros_defined_once_and_created_in_order():
         "term_value",
         "shard_local",
         "shard_divisor",
+        "dominates",  # the Pareto rule of `sweep --pareto` and of the saved frontier queries
     ]
     # the term-evaluation expression is written once, in the term_value macro; terms meet
     # workloads in exactly two views: whole-model terms and per-device op terms

@@ -151,8 +151,8 @@ def compare_cmd(db, slot, components, d_model, contexts, batch, gpu, dtype, spec
     out.print(table)
     out.print(
         f"rows: view component_comparison in {result.db} "
-        f'(archsql --db {result.db} sql "select * from component_comparison"); probes in '
-        f"{result.probes[0].spec_file.parent}",
+        f'(archsql --db {result.db} sql "select * from component_comparison"), kept as design_comparison '
+        f"(archsql site --design-store shows it); probes in {result.probes[0].spec_file.parent}",
         markup=False,
     )
 
@@ -289,7 +289,11 @@ def edit_cmd(
                 style="bold red",
             )
         )
-    out.print(f"rows in {report.db}; load the derived model with: archsql build {d.path}", markup=False)
+    out.print(
+        f"rows in {report.db}, the edit recorded as '{d.name}' (design_edits, design_edit_ledger, design_edit_diff; "
+        f"archsql site --design-store shows it); load the derived model with: archsql build {d.path}",
+        markup=False,
+    )
 
 
 def _arrow(a, b) -> str:

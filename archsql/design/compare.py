@@ -354,6 +354,9 @@ def compare_components(
     dstore.append_rows(db, "design_probes", pa.Table.from_pylist(rows, schema=PROBES_SCHEMA), replace=True)
     dstore.create_view(db, "component_comparison")
     table = dstore.query(db, "select * from component_comparison order by position, context")
+    # the rows as compared, kept: the view reads the store's workloads and deployments, which
+    # the next design command (edit, audit) replaces with its own (the site reads these rows)
+    dstore.write_record(db, {"design_comparison": (table, ("position", "context"))}, {})
     return Comparison(slot, contract, tuple(probes), db, table)
 
 

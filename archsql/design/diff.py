@@ -244,8 +244,14 @@ def diff_models(a: str | Path, b: str | Path, *, phase: str = "prefill", library
 
     library = library or default_library()
     analyses = [evaluate(m, library=library) for m in (a, b)]
-    rows = _pair(_model_nodes(analyses[0], phase), _model_nodes(analyses[1], phase))
-    return _table(analyses[0].model, analyses[1].model, "model", phase, rows)
+    return diff_analyses(*analyses, phase=phase)
+
+
+def diff_analyses(a, b, *, phase: str = "prefill") -> GraphDiff:
+    """Diff two evaluated models (:class:`archsql.evaluator.Analysis`): what
+    :func:`diff_models` reports, for models already evaluated (``archsql edit``'s)."""
+    rows = _pair(_model_nodes(a, phase), _model_nodes(b, phase))
+    return _table(a.model, b.model, "model", phase, rows)
 
 
 def diff(a: str, b: str, *, phase: str = "prefill", library=None) -> GraphDiff:
@@ -364,4 +370,4 @@ def _collapse(rows: list[dict[str, Any]]) -> list[tuple[str, str, str | None, st
     return lines
 
 
-__all__ = ["DIFF_SCHEMA", "GraphDiff", "diff", "diff_components", "diff_models", "render"]
+__all__ = ["DIFF_SCHEMA", "GraphDiff", "diff", "diff_analyses", "diff_components", "diff_models", "render"]

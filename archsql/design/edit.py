@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from archsql.design import store as dstore
+from archsql.design.diff import diff_analyses
 from archsql.design.specs import (
     check_dim_names,
     dim_usage,
@@ -331,7 +332,116 @@ def edit_model(
         },
     )
     profile = chosen.get("weight_profile") or "native"
-    return EditReport(derived, db, context, batch, dtype, chosen["deployment"], ledger, profile)
+    report = EditReport(derived, db, context, batch, dtype, chosen["deployment"], ledger, profile)
+    record_edit(report, diff_analyses(old, new, phase="prefill"))
+    return report
 
 
-__all__ = ["DEFAULT_DEPLOYMENT", "DerivedModel", "EditReport", "Swap", "derive", "edit_model"]
+# ---------------------------------------------------------------------------- the edit's record
+
+# An edit is recorded in the design store as rows (like an audit card): the design store's
+# workloads and deployments are the last design command's, so a ledger read from the views
+# later would no longer be this edit's.  Keyed by the derived model's name: the same edit run
+# again replaces its record.  The site reads them with saved queries (site_edit_ledger,
+# site_edit_graph).
+EDIT_SCHEMAS = {
+    "design_edits": pa.schema(
+        [
+            ("edit", pa.string()),  # the derived model
+            ("created_at", pa.timestamp("us")),
+            ("base", pa.string()),
+            ("spec_file", pa.string()),
+            ("swaps", pa.list_(pa.string())),  # "template.slot: old -> new"
+            ("dims", pa.list_(pa.string())),  # "dim: where its binding came from"
+            ("dims_dropped", pa.list_(pa.string())),
+            ("context", pa.int64()),
+            ("batch", pa.int64()),
+            ("kv_dtype", pa.string()),
+            ("weight_profile", pa.string()),
+            ("deployment", pa.string()),
+        ]
+    ),
+    "design_edit_ledger": pa.schema(
+        [
+            ("edit", pa.string()),
+            ("position", pa.int64()),
+            ("scope", pa.string()),
+            ("template", pa.string()),
+            ("layers_old", pa.int64()),
+            ("layers_new", pa.int64()),
+            ("quantity", pa.string()),
+            ("unit", pa.string()),
+            ("old", pa.float64()),
+            ("new", pa.float64()),
+            ("delta", pa.float64()),
+            ("ratio", pa.float64()),
+        ]
+    ),
+    "design_edit_diff": pa.schema(
+        [
+            ("edit", pa.string()),
+            ("position", pa.int64()),
+            ("phase", pa.string()),
+            ("path", pa.string()),  # a node's uid, or $.<key> for dims, schedules and templates
+            ("status", pa.string()),  # only_a (removed) | only_b (added) | changed
+            ("attribute", pa.string()),
+            ("a_value", pa.string()),
+            ("b_value", pa.string()),
+        ]
+    ),
+}
+EDIT_KEYS = {
+    "design_edits": ("edit",),
+    "design_edit_ledger": ("edit", "position"),
+    "design_edit_diff": ("edit", "position"),
+}
+
+
+def edit_tables(report: EditReport, diff) -> dict[str, pa.Table]:
+    """The rows that record ``report`` (and its graph diff, :class:`archsql.design.diff.GraphDiff`)."""
+    from datetime import UTC, datetime
+
+    d = report.derived
+    edit = {
+        "edit": d.name,
+        "created_at": datetime.now(UTC).replace(tzinfo=None),
+        "base": d.base,
+        "spec_file": str(d.path),
+        "swaps": [f"{where}: {old} -> {new}" for where, (old, new) in d.swapped.items()],
+        "dims": [f"{dim}: {source}" for dim, source in d.provenance.items()],
+        "dims_dropped": list(d.dims_dropped),
+        "context": report.context,
+        "batch": report.batch,
+        "kv_dtype": report.dtype,
+        "weight_profile": report.weight_profile,
+        "deployment": report.deployment,
+    }
+    ledger = [{"edit": d.name, "position": i, **r} for i, r in enumerate(report.ledger.to_pylist())]
+    changes = [
+        {"edit": d.name, "position": i, **{k: r[k] for k in EDIT_SCHEMAS["design_edit_diff"].names[2:]}}
+        for i, r in enumerate(diff.table.to_pylist())
+    ]
+    rows = {"design_edits": [edit], "design_edit_ledger": ledger, "design_edit_diff": changes}
+    return {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in EDIT_SCHEMAS.items()}
+
+
+def record_edit(report: EditReport, diff) -> None:
+    """Write the edit's rows (:func:`edit_tables`) into its design store, replacing an earlier
+    edit of the same derived model."""
+    tables = edit_tables(report, diff)
+    dstore.write_record(
+        report.db, {name: (rows, EDIT_KEYS[name]) for name, rows in tables.items()}, {"edit": report.derived.name}
+    )
+
+
+__all__ = [
+    "DEFAULT_DEPLOYMENT",
+    "EDIT_SCHEMAS",
+    "DerivedModel",
+    "EditReport",
+    "Swap",
+    "derive",
+    "edit_model",
+    "edit_tables",
+    "record_edit",
+]

@@ -256,6 +256,26 @@ def append_rows(db: str | Path, table: str, rows: pa.Table, replace: bool = Fals
         con.close()
 
 
+def write_record(
+    db: str | Path, tables: Mapping[str, tuple[pa.Table, tuple[str, ...]]], record: Mapping[str, object]
+) -> None:
+    """Write one design record (an edit: its row, ledger and graph diff) into the design store
+    in one transaction: each table ``name -> (rows, primary key)`` is created with its key when
+    absent, and the rows of an earlier record of the same ``record`` (column -> value) replaced."""
+    import duckdb
+
+    from archsql.store import write_record as write_keyed
+
+    con = duckdb.connect(str(db))
+    try:
+        con.begin()
+        for name, (rows, key) in tables.items():
+            write_keyed(con, name, rows, key, record)
+        con.commit()
+    finally:
+        con.close()
+
+
 def create_view(db: str | Path, name: str) -> None:
     """(Re)create the design view ``archsql/design/sql/views/<name>.sql`` in the store."""
     import duckdb
@@ -308,4 +328,5 @@ __all__ = [
     "token_label",
     "workload_rows",
     "write",
+    "write_record",
 ]

@@ -24,9 +24,7 @@ dominated as (
     inner join points as q
         on
             q.model = p.model
-            and q.tokens_per_s_per_gpu >= p.tokens_per_s_per_gpu
-            and q.tokens_per_s_per_user >= p.tokens_per_s_per_user
-            and (q.tokens_per_s_per_gpu > p.tokens_per_s_per_gpu or q.tokens_per_s_per_user > p.tokens_per_s_per_user)
+            and dominates(q.tokens_per_s_per_user, q.tokens_per_s_per_gpu, p.tokens_per_s_per_user, p.tokens_per_s_per_gpu)
 )
 
 select

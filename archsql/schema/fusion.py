@@ -39,6 +39,7 @@ roles: a framework fusing only in its MoE model class).  The rows become the
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -272,6 +273,14 @@ def parse_rule_file(path: Path) -> list[dict]:
 
 
 def fusion_rules_table(directory: Path) -> pa.Table:
-    """The ``fusion_rules`` reference table: every rule of every file under ``directory``."""
-    rows = [row for path in sorted(directory.glob("*.yaml")) for row in parse_rule_file(path)]
+    """The ``fusion_rules`` reference table: every rule of every file under ``directory``
+    (parsed once per version of the files — name, modification time, size — in a process:
+    every store write rewrites the table, and parsing the rule files costs ~60 ms)."""
+    files = sorted(directory.glob("*.yaml"))
+    return _rules_of(tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
+
+
+@functools.lru_cache(maxsize=8)
+def _rules_of(files: tuple[tuple[str, int, int], ...]) -> pa.Table:
+    rows = [row for path, _, _ in files for row in parse_rule_file(Path(path))]
     return pa.Table.from_pylist(rows, schema=FUSION_RULES_SCHEMA)

@@ -65,7 +65,11 @@ def build_site(
     known = results["site_gallery"].column("model").to_pylist()
     chosen = _choose(models, known)
     results = {name: _only(table, chosen) for name, table in results.items()}
-    results |= _run_sources(Path(design_db), "design") if design_db is not None else _empty_sources("design")
+    if design_db is not None:
+        _check_design_store(Path(design_db))
+        results |= _run_sources(Path(design_db), "design")
+    else:
+        results |= _empty_sources("design")
     by_model = {name: _by_model(table) for name, table in results.items()}
 
     env = Environment(
@@ -172,6 +176,8 @@ def _run_sources(
             out[name] = query(f"select * from (\n{sql}\n) where model = {_literal(model)}", db=db)
         elif name in queries.saved():
             out[name] = queries.run(name, db=db)
+        elif store == "design" and (path := design_query(name)) is not None:
+            out[name] = query(path.read_text(encoding="utf-8"), db=db)
         else:
             try:
                 order = f" order by {VIEW_ORDER[name]}" if name in VIEW_ORDER else ""
@@ -184,6 +190,28 @@ def _run_sources(
                     [Issue("write a comparison into it first: archsql compare SLOT -C … --store PATH")],
                 ) from None
     return out
+
+
+def _check_design_store(db: Path) -> None:
+    """A design store holds at least one of what the design playground shows."""
+    if not relations(db) & set(_needs("design").values()):
+        raise QueryError(
+            f"the design store {db} holds no comparison, model edit or audit card",
+            [
+                Issue(
+                    "write one: archsql compare SLOT -C …, archsql edit MODEL … or archsql audit A B, with --store PATH"
+                ),
+                Issue("a comparison an earlier archsql wrote is not kept as rows (design_comparison): run it again"),
+            ],
+        )
+
+
+def design_query(name: str) -> Path | None:
+    """The saved design query ``archsql/design/sql/NAME.sql`` (run against a design store), if any."""
+    from archsql.design.store import SQL_DIR
+
+    path = SQL_DIR / f"{name}.sql"
+    return path if path.is_file() else None
 
 
 def _literal(value: str) -> str:
@@ -289,6 +317,8 @@ def _page(env, out: Path, page: Page, model: str | None, by_model, chosen: list[
         data_file=data_file,
         controls=controls,
         groups=_graph_groups(data.get("site_graph", [])),
+        edits=_edit_graphs(data.get("site_edit_graph", [])),
+        cards=_cards(data.get("site_audit_cards", []), data.get("site_audit_evidence", [])),
     )
     (out / name).write_text(html, encoding="utf-8")
     return 1
@@ -342,8 +372,32 @@ def _graph_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def show(value: Any, column: Column | str) -> str:
+def _edit_graphs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """site_edit_graph rows per edit, each nested like the inspector's graph (:func:`_graph_groups`),
+    with the number of nodes of each diff status."""
+    edits: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        edits.setdefault(row["edit"], []).append(row)
+    out = []
+    for edit, nodes in edits.items():
+        counts = {s: sum(1 for n in nodes if n["status"] == s) for s in ("added", "changed", "removed")}
+        out.append({"edit": edit, "stacks": _graph_groups(nodes), "counts": counts})
+    return out
+
+
+def _cards(cards: list[dict[str, Any]], evidence: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """site_audit_cards rows, each with its rows of site_audit_evidence."""
+    return [{**c, "evidence": [e for e in evidence if e["audit_id"] == c["audit_id"]]} for c in cards]
+
+
+UNIT_FORMATS = {"s": "seconds"}  # a ledger row's unit -> how its values are shown (bytes units: "bytes")
+
+
+def show(value: Any, column: Column | str, row: dict[str, Any] | None = None) -> str:
     fmt = column.fmt if isinstance(column, Column) else column
+    if fmt == "unit":  # as the row's unit says (a ledger: parameters, bytes, FLOP, seconds)
+        unit = (row or {}).get("unit") or ""
+        fmt = "bytes" if "bytes" in unit else UNIT_FORMATS.get(unit, "human")
     if value is None:
         return "—"
     if isinstance(value, list):
@@ -372,16 +426,18 @@ def sql_of(name: str) -> str:
             return f.sql
     from archsql.design.store import SQL_DIR
 
-    design = SQL_DIR / "views" / f"{name}.sql"
-    if design.is_file():
-        return design.read_text(encoding="utf-8")
+    for design in (SQL_DIR / "views" / f"{name}.sql", SQL_DIR / f"{name}.sql"):
+        if design.is_file():
+            return design.read_text(encoding="utf-8")
     raise QueryError(f"no saved query or view named '{name}'")
 
 
 def _write_sql_pages(env, out: Path) -> None:
     template = env.get_template("sql.html.j2")
     for name in _sources():
-        kind = "saved query" if name in queries.saved() else "view"  # design views: in the design store
+        kind = (  # design views and queries: run against the design store
+            "saved query" if name in queries.saved() else "saved design query" if design_query(name) else "view"
+        )
         (out / "sql" / f"{name}.html").write_text(
             template.render(name=name, kind=kind, sql=sql_of(name), root="../", pages=PAGES, models=[], model=None),
             encoding="utf-8",

@@ -199,6 +199,44 @@ def pareto(name: str) -> dict[str, Any]:
     )
 
 
+def sweep_pareto(name: str) -> dict[str, Any]:
+    """A saved sweep's points that fit, one colour per layout; the frontier drawn as a line
+    through its points, each labelled with its layout and batch."""
+    base = alt.Chart().encode(
+        x=alt.X("tokens_per_s_per_user:Q", scale=alt.Scale(type="log"), title="tokens/s per user"),
+        y=alt.Y("tokens_per_s_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens/s per GPU"),
+    )
+    frontier = base.transform_filter("datum.on_frontier").mark_line(color="#444", strokeDash=[5, 3])
+    points = base.mark_point(filled=True).encode(
+        color=alt.Color("layout:N", title="layout"),
+        shape=alt.Shape("on_frontier:N", title="Pareto frontier", sort=[True, False]),
+        size=alt.condition("datum.on_frontier", alt.value(120), alt.value(45)),
+        tooltip=[
+            "sweep:N",
+            "layout:N",
+            "gpu:N",
+            "gpus:Q",
+            "batch:Q",
+            "context:Q",
+            alt.Tooltip("tokens_per_s_per_user:Q", format=",.1f"),
+            alt.Tooltip("tokens_per_s_per_gpu:Q", format=",.1f"),
+            alt.Tooltip("ttft_s:Q", format=".3e"),
+            alt.Tooltip("tpot_s:Q", format=".3e"),
+        ],
+    )
+    labels = (
+        base.transform_filter("datum.on_frontier")
+        .transform_calculate(label="datum.layout + ' · b' + datum.batch")
+        .mark_text(align="left", dx=8, dy=-7, fontSize=10)
+        .encode(text="label:N")
+    )
+    return (
+        alt.layer(frontier, points, labels, data=alt.NamedData(name))
+        .properties(width=WIDTH, height=HEIGHT)
+        .to_dict(validate=True)
+    )
+
+
 def measured_vs_sol(name: str) -> dict[str, Any]:
     """Measured time over speed of light per kernel, one mark per policy and framework (1: at SOL)."""
     return _spec(

@@ -18,7 +18,8 @@ from archsql.site import charts
 @dataclass(frozen=True)
 class Column:
     """A table column: the query column, its header, and how its value is shown
-    (``human``, ``bytes``, ``seconds``, ``text``; the exact value is kept in ``data-value``)."""
+    (``human``, ``bytes``, ``seconds``, ``text``, or ``unit``: as the row's ``unit`` column
+    says; the exact value is kept in ``data-value``)."""
 
     name: str
     header: str
@@ -155,7 +156,7 @@ DEPLOY = Page(
     slug="deploy",
     title="Deployment explorer",
     per_model=True,
-    controls=("deployment", "workload"),
+    controls=("deployment", "workload", "sweep"),
     split="deployment",
     intro="Speed of light and memory of this model on one deployment; pick the deployment and the workload.",
     figures=(
@@ -267,6 +268,31 @@ DEPLOY = Page(
             note="Every stored deployment × decode workload that fits; the frontier's points are labelled, and the "
             "chosen deployment's points ringed and labelled in bold.",
         ),
+        Figure(
+            "sweep",
+            "A saved sweep's Pareto frontier: tokens/s per GPU vs per user, by layout",
+            "site_sweep_pareto",
+            "No sweep of this model is saved in the store, or no point of a saved one fits: `archsql sweep MODEL "
+            "--layout tp8 --layout tp4,dp2 … --save NAME` keeps one (the grid of `archsql sweep` otherwise lives only "
+            "for its query).",
+            chart=charts.sweep_pareto,
+            filters=("sweep",),
+            needs="sweep_points",
+            columns=(
+                Column("layout", "layout"),
+                Column("gpu", "GPU"),
+                Column("gpus", "GPUs", "human"),
+                Column("batch", "batch", "human"),
+                Column("context", "context", "human"),
+                Column("tokens_per_s_per_user", "tokens/s per user", "human"),
+                Column("tokens_per_s_per_gpu", "tokens/s per GPU", "human"),
+                Column("on_frontier", "on the frontier"),
+                Column("stale", "model built again since"),
+            ),
+            note="Every point of the sweep that fits (decode step at each batch × context); the frontier's points are "
+            "labelled with their layout and batch. The points are the sweep's as saved: a later build of the model "
+            "marks them stale (save the sweep again).",
+        ),
     ),
 )
 
@@ -340,22 +366,32 @@ CORPUS = Page(
 
 
 NO_DESIGN = (
-    "No design store with a component comparison was given: run `archsql compare SLOT -C COMPONENT@MODEL … "
-    "--store PATH`, then `archsql site --design-store PATH`."
+    "The design store holds no component comparison (or no design store was given): run `archsql compare SLOT "
+    "-C COMPONENT@MODEL … --store PATH`, then `archsql site --design-store PATH`."
+)
+NO_EDIT = (
+    "The design store records no model edit (or no design store was given): run `archsql edit MODEL --swap "
+    "SLOT=COMPONENT … --store PATH` (or --set DIM=VALUE), then `archsql site --design-store PATH`."
+)
+NO_AUDIT = (
+    "The design store holds no audit card (or no design store was given): run `archsql audit BASELINE CANDIDATE "
+    "--changed-field FIELD --store PATH`, then `archsql site --design-store PATH`."
 )
 
 DESIGN = Page(
     slug="design",
     title="Design playground",
     store="design",
-    intro="Components compared for one slot under one contract (same d_model, batch, dtype and GPU; one layer each), "
-    "from the design store `archsql compare` wrote.",
+    intro="From the design store the design commands wrote: components compared for one slot under one contract "
+    "(`archsql compare`), each recorded model edit old → new with its graph diff (`archsql edit`), and audit cards "
+    "with their decision and evidence (`archsql audit`).",
     figures=(
         Figure(
             "comparison",
             "Component comparison",
-            "component_comparison",
+            "site_component_comparison",
             NO_DESIGN,
+            needs="design_comparison",
             columns=(
                 Column("component", "component"),
                 Column("origin", "from"),
@@ -372,23 +408,65 @@ DESIGN = Page(
         Figure(
             "comparison_cache",
             "Cache bytes per request vs context, per component",
-            "component_comparison",
+            "site_component_comparison",
             NO_DESIGN,
             chart=charts.comparison("cache_bytes_per_request", "cache bytes per request (one layer)"),
+            needs="design_comparison",
         ),
         Figure(
             "comparison_prefill",
             "Prefill time vs context, per component",
-            "component_comparison",
+            "site_component_comparison",
             NO_DESIGN,
             chart=charts.comparison("prefill_time_s", "speed-of-light prefill time (s, one layer)"),
+            needs="design_comparison",
         ),
         Figure(
             "comparison_decode",
             "Decode step time vs context, per component",
-            "component_comparison",
+            "site_component_comparison",
             NO_DESIGN,
             chart=charts.comparison("decode_time_s", "speed-of-light decode step (s, one layer)"),
+            needs="design_comparison",
+        ),
+        Figure(
+            "edit_ledger",
+            "Model edits: the ledger old → new",
+            "site_edit_ledger",
+            NO_EDIT,
+            needs="design_edits",
+            columns=(
+                Column("edit", "edit"),
+                Column("layer_group", "layer group"),
+                Column("layers_old", "layers old", "human"),
+                Column("layers_new", "layers new", "human"),
+                Column("quantity", "quantity"),
+                Column("old", "old", "unit"),
+                Column("new", "new", "unit"),
+                Column("delta", "delta", "unit"),
+                Column("ratio", "new / old", "human"),
+            ),
+            note="Each layer group (block template) and the whole model, as `archsql edit` reported them (recorded in "
+            "the design store's design_edit_ledger): prefill FLOPs and KV at the edit's context, SOL and device memory "
+            "on its deployment.",
+        ),
+        Figure(
+            "edit_graph",
+            "Model edits: the graph diff on the inspector view",
+            "site_edit_graph",
+            NO_EDIT,
+            needs="design_edits",
+            note="The derived model's graph grouped like the inspector's; nodes the edit added, changed or removed "
+            "(the base's, shown where they were) are highlighted, and a changed node names what changed "
+            "(`archsql diff BASE DERIVED`, recorded in design_edit_diff).",
+        ),
+        Figure(
+            "audit_cards",
+            "Audit cards",
+            "site_audit_cards",
+            NO_AUDIT,
+            needs="audit_cards",
+            also=("site_audit_evidence",),
         ),
     ),
 )

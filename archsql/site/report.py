@@ -103,7 +103,7 @@ def report_rows(
 def figure_rows(figure: Figure, rows: list[dict[str, Any]], deployment: str, workload: str | None) -> list[dict]:
     """A figure's rows as the explorer shows them with this deployment and workload selected."""
     chosen = {"deployment": deployment, "workload": workload}
-    return [r for r in rows if all(r.get(f) == chosen[f] for f in figure.filters if f in r)]
+    return [r for r in rows if all(r.get(f) == chosen[f] for f in figure.filters if f in r and f in chosen)]
 
 
 def _chosen(spec: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:

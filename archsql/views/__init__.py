@@ -17,7 +17,6 @@ so every DuckDB client sees them with the views.
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import hashlib
 import re
@@ -237,7 +236,10 @@ def record_sources(con: duckdb.DuckDBPyConnection, kind: str, sql: dict[str, str
 
 
 def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """The parsed sidecar YAML of every view, keyed by view name (shape-checked)."""
+    """The parsed sidecar YAML of every view, keyed by view name (shape-checked).  The docs are
+    the ones parsed once per version of each file (:func:`_read_doc`), shared by every caller:
+    read them, never change them (a copy of all of them on each call cost a test file
+    two minutes of CPU)."""
     docs: dict[str, dict[str, Any]] = {}
     issues: list[Issue] = []
     for f in view_files(views_dir):
@@ -248,7 +250,7 @@ def view_docs(views_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
         stat = side.stat()
         doc, found = _read_doc(str(side), stat.st_mtime_ns, stat.st_size)
         issues += found
-        docs[f.name] = copy.deepcopy(doc)  # the caller's own: the parsed one is kept
+        docs[f.name] = doc  # the parsed one, shared: read it, never change it
     if issues:
         raise SpecError(issues=issues)
     return docs
@@ -395,17 +397,12 @@ def relations_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
 def view_reads(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = None) -> dict[str, set[str]]:
     """The store tables each view of ``views_dir`` reads, directly or through the views it
     reads (CTE names excluded): what its rows are computed from."""
-    from sqlglot import exp
-
     files, deps = view_graph(con, views_dir)
     tables = {name for name, kind in _relations(con).items() if kind == "BASE TABLE"}
     direct: dict[str, set[str]] = {}
     for name, f in files.items():
-        tree = _parse(f)
-        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-        direct[name] = {
-            t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() in tables and t.name.lower() not in ctes
-        }
+        refs = _refs(f)
+        direct[name] = {t for t, _ in refs.tables if t in tables and t not in refs.ctes}
     out: dict[str, set[str]] = {}
     for name in _topological(files, deps):  # a view after the views it reads
         out[name] = direct[name].union(*(out[d] for d in deps[name]))
@@ -457,17 +454,50 @@ def _parse_file(f: ViewFile) -> exp.Expression:
     return trees[0]
 
 
-def _dependencies(f: ViewFile, tree: exp.Expression, known: set[str], files) -> set[str]:
-    from sqlglot import exp
+@dataclass(frozen=True)
+class _Refs:
+    """What a view's query reads, by name: every table reference (lower-cased name, whether
+    it is qualified) in the order of the syntax tree, and the names of its CTEs."""
 
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    tables: tuple[tuple[str, bool], ...]
+    ctes: frozenset[str]
+
+    def reads(self) -> Iterator[tuple[int, str]]:
+        """(position among the references, name) of each one read as a table or view (an
+        unqualified name a CTE defines is the CTE)."""
+        return (
+            (i, name)
+            for i, (name, qualified) in enumerate(self.tables)
+            if name and (qualified or name not in self.ctes)
+        )
+
+
+_REFS: dict[str, _Refs] = {}  # view SQL → what it reads (walking the tree costs more than the rest)
+
+
+def _refs(f: ViewFile) -> _Refs:
+    if f.sql not in _REFS:
+        from sqlglot import exp
+
+        tree = _parse(f)
+        _REFS[f.sql] = _Refs(
+            tuple((t.name.lower(), bool(t.db)) for t in tree.find_all(exp.Table)),
+            frozenset(cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)),
+        )
+    return _REFS[f.sql]
+
+
+def _dependencies(f: ViewFile, tree: exp.Expression | None, known: set[str], files) -> set[str]:
+    """The views of ``files`` that ``f`` reads; a name neither ``known`` nor a file, or a view
+    of a later layer, is a located :class:`QueryError` (``tree``: unused, the file's parse is
+    cached)."""
     deps: set[str] = set()
     issues = []
-    for table in tree.find_all(exp.Table):
-        name = table.name.lower()
-        if not name or (not table.db and name in ctes):
-            continue
+    for i, name in _refs(f).reads():
         if name not in known:
+            from sqlglot import exp
+
+            table = list(_parse(f).find_all(exp.Table))[i]
             line, col = _position(f.sql, table.this)
             issues.append(
                 Issue(

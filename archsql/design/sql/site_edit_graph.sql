@@ -1,0 +1,88 @@
+-- Graph of each recorded model edit (archsql edit, design store): the derived model's nodes and the base's removed ones, each with its diff status and changed attributes.
+-- A node is added (only the derived model has it), removed (only the base has it: shown where it
+-- was) or changed (both have it and the recorded diff, design_edit_diff, names an attribute of it).
+with
+edits as (
+    select edit, base, created_at
+    from design_edits
+),
+
+node_changes as (
+    select
+        edit,
+        path as uid,
+        string_agg(attribute, ', ' order by position) as changed
+    from design_edit_diff
+    where status = 'changed' and path not like '$%'
+    group by edit, path
+),
+
+nodes as (
+    select
+        e.edit,
+        e.created_at,
+        'new' as side,
+        n.model,
+        n.uid,
+        n.stack,
+        n.template,
+        n.component,
+        n.op,
+        n.role,
+        exists (select 1 from base_nodes as o where o.model = e.base and o.uid = n.uid) as in_both
+    from edits as e
+    inner join base_nodes as n on n.model = e.edit
+    union all
+    select e.edit, e.created_at, 'old' as side, n.model, n.uid, n.stack, n.template, n.component, n.op, n.role, false
+    from edits as e
+    inner join base_nodes as n on n.model = e.base
+    where not exists (select 1 from base_nodes as m where m.model = e.edit and m.uid = n.uid)
+),
+
+schedule as (
+    select model, stack, template, count(*) as layers
+    from base_layer_schedule
+    group by model, stack, template
+),
+
+params as (
+    select model, uid, params
+    from int_node_params
+),
+
+shapes as (
+    select
+        model,
+        uid,
+        string_agg(coalesce(cast(size as varchar), symbol, dim), ' × ' order by axis) as output_shape
+    from base_shapes
+    where phase = 'prefill'
+    group by model, uid
+)
+
+select
+    n.edit,
+    n.side,
+    n.model,
+    n.uid,
+    n.stack,
+    n.template,
+    l.layers as template_layers,
+    n.component,
+    n.op,
+    n.role,
+    s.output_shape,
+    p.params,
+    case
+        when n.side = 'old' then 'removed'
+        when not n.in_both then 'added'
+        when c.uid is not null then 'changed'
+        else 'same'
+    end as status,
+    c.changed
+from nodes as n
+left join node_changes as c on c.edit = n.edit and c.uid = n.uid
+left join schedule as l on l.model = n.model and l.stack = n.stack and l.template = n.template
+left join params as p on p.model = n.model and p.uid = n.uid
+left join shapes as s on s.model = n.model and s.uid = n.uid
+order by n.created_at, n.edit, n.stack nulls first, n.template nulls first, n.component, n.uid
