@@ -34,7 +34,10 @@ ESTIMATE_COLUMNS = (
     "prefill_step_sol_s, prefill_token_s, decode_step_s, decode_step_sol_s, tokens_per_decode_step, "
     "first_wave_share, request_overhead_s, stall_steps, wave_ttft_s, wave_tpot_s, arrivals_per_step, steady_step_s, steady_ttft_s, "
     "steady_tpot_s, service_ttft_s, queue_wait_s, ttft_s, tpot_s, ttft_definition, tpot_definition, metric_mean, "
-    "request_latency_s, output_tokens_per_s"
+    "request_latency_s, output_tokens_per_s, serving_mode, prefill_deployment, prefill_gpu, prefill_dp, "
+    "prefill_instances, decode_instances, kv_transfer_bytes, kv_link_bytes_per_s, kv_link_latency_s, kv_link_source, "
+    "kv_transfer_s, prefill_pool_rate, decode_pool_rate, request_rate, limiting_pool, prefill_utilisation, "
+    "decode_utilisation"
 )
 # the op_sol columns the step times read
 _OP_COLUMNS = "model, deployment, workload, uid, runs, compute_s, memory_s, comm_s, time_s"
@@ -46,13 +49,17 @@ _CAPACITY_COLUMNS = (
 
 def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -> dict[str, list[Issue]]:
     """What in each case cannot be expressed, by case name: unknown model, deployment (or one
-    archsql rejects), framework or framework version, a count out of range."""
+    archsql rejects), framework or framework version, a count out of range; for a
+    disaggregated case (a prefill_deployment) the same of its prefill deployment, pools whose
+    KV caches differ in dtype, and a link archsql has no figure for."""
     models = {m for (m,) in con.execute("select model from models").fetchall()}
     deployments = {d for (d,) in con.execute("select deployment from deployments").fetchall()}
     rejected = dict(con.execute("select deployment, problem from deployment_checks").fetchall())
     from archsql.schema.serving import CONSTANT_SCOPES
 
     gpu_of = dict(con.execute("select deployment, gpu from deployments").fetchall())
+    kv_dtype_of = dict(con.execute("select deployment, kv_dtype from base_deployments").fetchall())
+    nic = dict(con.execute("select gpu, scaleout_bytes_per_s from int_gpu_specs where dtype = 'bf16'").fetchall())
     generation = dict(con.execute("select gpu, generation from serving_gpu_generations").fetchall())
     constants = set(con.execute("select constant, applies_to from serving_constants").fetchall())
     versions: dict[str, set[str]] = defaultdict(set)
@@ -63,6 +70,7 @@ def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]
         issues = found.setdefault(str(case.get("serving_case")), [])
         where = f"case {case.get('serving_case')!r}"
         model, dep, fw = case.get("model"), case.get("deployment"), case.get("framework")
+        prefill = case.get("prefill_deployment")
         ver = case.get("version") or "*"
         if model not in models:
             issues.append(
@@ -71,31 +79,37 @@ def check_cases(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]
                     hint=did_you_mean(str(model), sorted(models)) or f"run `archsql build {model}` first",
                 )
             )
-        if dep not in deployments:
-            issues.append(
-                Issue(f"{where}: no deployment {dep!r}", hint=did_you_mean(str(dep), sorted(deployments)) or None)
-            )
-        elif dep in rejected:
-            issues.append(Issue(f"{where}: deployment {dep!r} is rejected: {rejected[dep]}"))
-        elif gpu_of[dep] not in generation:
-            issues.append(
-                Issue(
-                    f"{where}: GPU {gpu_of[dep]!r} has no serving constants (no GPU generation)",
-                    hint="add it to archsql/specs/serving/gpu_generations.csv and fit its constants "
-                    "(benchmarks/bench_silicon.py --fit)",
+        pools = [("deployment", dep)] + ([("prefill deployment", prefill)] if prefill is not None else [])
+        usable = []
+        for label, name in pools:
+            if name not in deployments:
+                issues.append(
+                    Issue(f"{where}: no {label} {name!r}", hint=did_you_mean(str(name), sorted(deployments)) or None)
                 )
-            )
-        elif fw in versions:
-            scope = {"generation": generation[gpu_of[dep]], "framework": fw}
-            missing = [c for c, kind in CONSTANT_SCOPES.items() if (c, scope[kind]) not in constants]
-            if missing:
+            elif name in rejected:
+                issues.append(Issue(f"{where}: {label} {name!r} is rejected: {rejected[name]}"))
+            elif gpu_of[name] not in generation:
                 issues.append(
                     Issue(
-                        f"{where}: the store's serving_constants lack {', '.join(missing)} for "
-                        f"{generation[gpu_of[dep]]} / {fw}",
-                        hint="rebuild the store (`archsql build`) to load archsql/specs/serving/constants.csv",
+                        f"{where}: GPU {gpu_of[name]!r} has no serving constants (no GPU generation; {label} {name!r})",
+                        hint="add it to archsql/specs/serving/gpu_generations.csv and fit its constants "
+                        "(benchmarks/bench_silicon.py --fit)",
                     )
                 )
+            else:
+                usable.append(name)
+                if fw in versions:
+                    scope = {"generation": generation[gpu_of[name]], "framework": fw}
+                    missing = [c for c, kind in CONSTANT_SCOPES.items() if (c, scope[kind]) not in constants]
+                    if missing:
+                        issues.append(
+                            Issue(
+                                f"{where}: the store's serving_constants lack {', '.join(missing)} for "
+                                f"{generation[gpu_of[name]]} / {fw}",
+                                hint="rebuild the store (`archsql build`) to load archsql/specs/serving/constants.csv",
+                            )
+                        )
+        issues += _disaggregation_issues(case, where, usable, gpu_of, kv_dtype_of, nic)
         if fw not in versions:
             issues.append(
                 Issue(
@@ -149,7 +163,11 @@ def prepare(con: duckdb.DuckDBPyConnection, cases: list[Mapping[str, object]]) -
         for name, batch, new, ctx, phase in (
             (r["prefill_workload"], r["prefill_batch"], r["chunk"], r["prefill_context"], "prefill"),
             (r["decode_workload"], r["decode_batch"], r["decode_new_tokens"], r["decode_context"], "decode"),
+            # disaggregated: one request's whole prompt, the KV cache the link carries
+            (r["kv_workload"], 1, r["isl"], r["isl"], "prefill"),
         ):
+            if name is None:
+                continue
             if name not in present:
                 wanted[name] = dict(workload=name, phase=phase, batch=batch, new_tokens=new, context=ctx)
     if wanted:
@@ -195,13 +213,17 @@ def price_steps(
         held_before = set(con.execute("select model, deployment, workload from serving_capacity_rows").fetchall())
     by_pair: dict[tuple[str, str], set[str]] = defaultdict(set)
     decodes: dict[tuple[str, str], set[str]] = defaultdict(set)
+    kv: dict[tuple[str, str], set[str]] = defaultdict(set)
     for s in steps:
         pair = (s["model"], s["deployment"])
         if (*pair, s["decode_workload"]) not in held_before:
             decodes[pair].add(s["decode_workload"])
-        for w in (s["prefill_workload"], s["decode_workload"]):
-            if (*pair, w) not in done:
-                by_pair[pair].add(w)
+        # the prefill step on the deployment that runs it (disaggregated: the prefill pool's)
+        for dep, w in ((s["prefill_deployment"], s["prefill_workload"]), (s["deployment"], s["decode_workload"])):
+            if (s["model"], dep, w) not in done:
+                by_pair[(s["model"], dep)].add(w)
+        if s["kv_workload"] is not None:
+            kv[pair].add(s["kv_workload"])
     for (model, deployment), workloads in sorted(by_pair.items()):
         scope(con, models=[model], deployments=[deployment], workloads=sorted(workloads))
         with computed_once(con, views={"op_sol"}):
@@ -214,6 +236,18 @@ def price_steps(
         con.execute(f"insert into serving_capacity_rows select {_CAPACITY_COLUMNS} from device_memory")
         _unscope(con)
     con.execute("create or replace temp table device_memory as select * from serving_capacity_rows")
+    # disaggregated: the KV bytes of one request's whole prompt (kv_per_request, every dtype),
+    # which serving_estimates reads at the decode deployment's KV dtype
+    con.execute(
+        "create or replace temp table serving_kv_rows (model varchar, workload varchar, dtype varchar, "
+        "bytes_per_request double)"
+    )
+    for (model, deployment), workloads in sorted(kv.items()):
+        scope(con, models=[model], deployments=[deployment], workloads=sorted(workloads))
+        con.execute("insert into serving_kv_rows select model, workload, dtype, bytes_per_request from kv_per_request")
+        _unscope(con)
+    con.execute("create or replace temp table kv_per_request as select * from serving_kv_rows")
+    con.execute("drop table serving_kv_rows")
     # second pass: the decode step of the batch a rank admits (serving_admission), where its KV
     # cache or the request cap holds fewer requests than its clients send
     from archsql.store import insert_rows
@@ -270,6 +304,7 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> None:
 def release(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("drop table if exists temp.main.op_sol")
     con.execute("drop table if exists temp.main.device_memory")
+    con.execute("drop table if exists temp.main.kv_per_request")
 
 
 def _unscope(con: duckdb.DuckDBPyConnection) -> None:
@@ -317,3 +352,61 @@ def parse_framework(text: str) -> tuple[str, str]:
     if not framework:
         raise QueryError(f"--framework {text!r}: expected FRAMEWORK@VERSION, e.g. sglang@0.5.9")
     return framework.strip().lower(), (version.strip() or "*")
+
+
+def _disaggregation_issues(
+    case: Mapping[str, object],
+    where: str,
+    usable: list[str],
+    gpu_of: Mapping[str, str],
+    kv_dtype_of: Mapping[str, str],
+    nic: Mapping[str, float | None],
+) -> list[Issue]:
+    """What in a case's disaggregation fields (serving_cases.prefill_deployment and after)
+    cannot be expressed: pool fields without a prefill pool, instance counts out of range, pools
+    whose KV caches differ in dtype (no conversion on the way is modelled), a link of no
+    bandwidth, or no link figure for a GPU (gpus.csv scaleout_nic_per_gpu_Gbps)."""
+    issues: list[Issue] = []
+    prefill = case.get("prefill_deployment")
+    pool_fields = ("prefill_instances", "decode_instances", "kv_link_bytes_per_s", "kv_link_latency_s")
+    if prefill is None:
+        given = [f for f in pool_fields if case.get(f) is not None]
+        if given:
+            issues.append(
+                Issue(
+                    f"{where}: {', '.join(given)} describe a disaggregated case, which needs a prefill deployment",
+                    hint="give the prefill pool's deployment (serve-estimate --prefill-deployment), "
+                    "or leave them out for an aggregated case",
+                )
+            )
+        return issues
+    for field in ("prefill_instances", "decode_instances"):
+        value = case.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 2**20):
+            issues.append(Issue(f"{where}: {field} must be an integer in 1 .. 2^20", got=repr(value)))
+    bandwidth, latency = case.get("kv_link_bytes_per_s"), case.get("kv_link_latency_s")
+    if bandwidth is not None and not (isinstance(bandwidth, int | float) and bandwidth > 0):
+        issues.append(Issue(f"{where}: kv_link_bytes_per_s must be a positive number", got=repr(bandwidth)))
+    if latency is not None and not (isinstance(latency, int | float) and latency >= 0):
+        issues.append(Issue(f"{where}: kv_link_latency_s must be a number >= 0", got=repr(latency)))
+    decode = case.get("deployment")
+    if decode in usable and prefill in usable:
+        if kv_dtype_of[decode] != kv_dtype_of[prefill]:
+            issues.append(
+                Issue(
+                    f"{where}: the prefill deployment {prefill!r} caches KV in {kv_dtype_of[prefill]}, the decode "
+                    f"deployment {decode!r} in {kv_dtype_of[decode]}: converting the cache on the way is not modelled",
+                    hint="give both pools the same kv_dtype",
+                )
+            )
+        if bandwidth is None:
+            for name in (prefill, decode):
+                if nic.get(gpu_of[name]) is None:
+                    issues.append(
+                        Issue(
+                            f"{where}: GPU {gpu_of[name]!r} has no scale-out NIC figure "
+                            "(gpus.csv scaleout_nic_per_gpu_Gbps) to carry the KV cache between the pools",
+                            hint="give the link (serve-estimate --kv-link-gbps)",
+                        )
+                    )
+    return issues

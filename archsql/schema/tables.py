@@ -378,6 +378,15 @@ PARAMETER_TABLES: dict[str, pa.Schema] = {
             ("osl", pa.int64()),  # output tokens per request
             ("concurrency", pa.int64()),  # client concurrency (requests in flight)
             ("acceptance_rate", pa.float64()),  # P(a draft token is accepted | the previous was); null: 0
+            # disaggregated prefill/decode (xPyD): the deployment of the prefill pool (null:
+            # aggregated, `deployment` serves both), its instances (x; null: 1), the decode pool's
+            # instances of `deployment` (y; null: 1) and the link the KV cache crosses between
+            # them (null: the slower scale-out NIC of the two GPUs, gpus.csv; latency 0)
+            ("prefill_deployment", pa.string()),
+            ("prefill_instances", pa.int64()),
+            ("decode_instances", pa.int64()),
+            ("kv_link_bytes_per_s", pa.float64()),
+            ("kv_link_latency_s", pa.float64()),
         ]
     ),
 }

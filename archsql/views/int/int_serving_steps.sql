@@ -1,5 +1,9 @@
 -- The schedule of every serving case (aggregated in-flight batching, docs/serving.md): the
--- framework facts it runs under and the two steps it is made of, as workload shapes.
+-- framework facts it runs under and the two steps it is made of, as workload shapes.  A
+-- disaggregated case (xPyD) runs its prefill steps on the prefill deployment (the facts of its
+-- GPU, the clients' share of its x instances' ranks) and its decode steps on the decode
+-- deployment (the clients' share of its y instances' ranks); the KV cache a prompt leaves is
+-- named as a workload too (one request, the whole prompt) for the transfer between the pools.
 with
 
 cases as (
@@ -12,8 +16,21 @@ cases as (
         isl,
         osl,
         concurrency,
-        acceptance_rate
+        acceptance_rate,
+        disaggregated,
+        prefill_deployment,
+        prefill_instances,
+        decode_instances,
+        kv_link_bytes_per_s,
+        kv_link_latency_s
     from base_serving_cases
+),
+
+-- the deployment each pool runs (aggregated: the case's deployment both)
+pools as (
+    select serving_case, 'decode' as pool, deployment from cases
+    union all
+    select serving_case, 'prefill' as pool, prefill_deployment as deployment from cases
 ),
 
 deployments as (
@@ -34,10 +51,11 @@ gpu_memory as (
     where dtype = 'bf16'
 ),
 
--- the framework row of the case's version for the largest memory threshold the GPU reaches
+-- the framework row of the case's version for the largest memory threshold each pool's GPU reaches
 facts as (
     select
         c.serving_case,
+        p.pool,
         f.max_batched_tokens,
         f.chunked_prefill,
         f.mixed_steps,
@@ -49,24 +67,29 @@ facts as (
         f.ttft_definition,
         f.tpot_definition,
         f.metric_mean,
-        row_number() over (partition by c.serving_case order by f.min_gpu_memory_gib desc) as pick
+        row_number() over (partition by c.serving_case, p.pool order by f.min_gpu_memory_gib desc) as pick
     from cases as c
-    inner join deployments as d on d.deployment = c.deployment
+    inner join pools as p on p.serving_case = c.serving_case
+    inner join deployments as d on d.deployment = p.deployment
     inner join gpu_memory as m on m.gpu = d.gpu
     inner join serving_frameworks as f
         on f.framework = c.framework and f.version = c.version and f.min_gpu_memory_gib <= m.memory_gib
 ),
 
--- per attention-DP rank: its share of the requests, the prompt tokens one step computes per
--- request (the whole prompt, or a chunk of the budget) and the requests one prefill step holds
+-- per attention-DP rank: its share of the requests (a decode instance's: the clients over the y
+-- instances), the prompt tokens one step computes per request (the whole prompt, or a chunk of
+-- the prefill pool's budget) and its share of the requests a prefill step may hold (a prefill
+-- instance's: the clients over the x instances)
 per_rank as (
     select
         c.*,
         d.gpu,
         d.dp,
         d.draft_tokens,
-        f.max_batched_tokens,
-        f.chunked_prefill,
+        pd.gpu as prefill_gpu,
+        pd.dp as prefill_dp,
+        pf.max_batched_tokens,
+        pf.chunked_prefill,
         f.mixed_steps,
         f.max_running_requests,
         f.kv_admission,
@@ -78,18 +101,21 @@ per_rank as (
         f.ttft_definition,
         f.tpot_definition,
         f.metric_mean,
-        cast(ceil(c.concurrency / d.dp) as bigint) as rank_requests,
-        case when f.chunked_prefill then least(c.isl, f.max_batched_tokens) else c.isl end as chunk
+        cast(ceil(c.concurrency / (c.decode_instances * d.dp)) as bigint) as rank_requests,
+        cast(ceil(c.concurrency / (c.prefill_instances * pd.dp)) as bigint) as prefill_rank_requests,
+        case when pf.chunked_prefill then least(c.isl, pf.max_batched_tokens) else c.isl end as chunk
     from cases as c
     inner join deployments as d on d.deployment = c.deployment
-    inner join facts as f on f.serving_case = c.serving_case and f.pick = 1
+    inner join deployments as pd on pd.deployment = c.prefill_deployment
+    inner join facts as f on f.serving_case = c.serving_case and f.pool = 'decode' and f.pick = 1
+    inner join facts as pf on pf.serving_case = c.serving_case and pf.pool = 'prefill' and pf.pick = 1
 ),
 
 shaped as (
     select
         *,
         cast(ceil(isl / chunk) as bigint) as chunks,
-        greatest(1, least(rank_requests, max_batched_tokens // chunk)) as step_requests,
+        greatest(1, least(prefill_rank_requests, max_batched_tokens // chunk)) as step_requests,
         -- the decode batch a CUDA graph runs: padded up to a captured size (a multiple of the
         -- step above it); beyond the largest graph the batch runs as it is
         case
@@ -120,6 +146,14 @@ select
     osl,
     concurrency,
     acceptance_rate,
+    disaggregated,
+    prefill_deployment,
+    prefill_gpu,
+    prefill_dp,
+    prefill_instances,
+    decode_instances,
+    kv_link_bytes_per_s,
+    kv_link_latency_s,
     dp,
     draft_tokens,
     max_batched_tokens,
@@ -134,6 +168,7 @@ select
     tpot_definition,
     metric_mean,
     rank_requests,
+    prefill_rank_requests,
     chunk,
     chunks,
     step_requests,
@@ -141,10 +176,14 @@ select
     decode_requests,
     prefill_context,
     decode_context,
-    -- the two steps, as workloads of the store (the deployment's batch is global: × dp)
-    format('serve:prefill:b{}:s{}:c{}', step_requests * dp, chunk, prefill_context) as prefill_workload,
-    step_requests * dp as prefill_batch,
+    -- the two steps, as workloads of the store (the deployment's batch is global: × dp; the
+    -- prefill step the prefill deployment's)
+    format('serve:prefill:b{}:s{}:c{}', step_requests * prefill_dp, chunk, prefill_context) as prefill_workload,
+    step_requests * prefill_dp as prefill_batch,
     format('serve:decode:b{}:s{}:c{}', decode_requests * dp, 1 + draft_tokens, decode_context) as decode_workload,
     decode_requests * dp as decode_batch,
-    1 + draft_tokens as decode_new_tokens
+    1 + draft_tokens as decode_new_tokens,
+    -- disaggregated: the KV cache one request's whole prompt leaves (a prefill of batch 1), which
+    -- crosses the link to the decode pool
+    case when disaggregated then format('serve:prefill:b1:s{}:c{}', isl, isl) end as kv_workload
 from grouped

@@ -17,6 +17,16 @@
 -- rank's KV cache (device_memory) or the framework's request cap admits fewer requests than its
 -- clients send (closed loop: (c - B) / B request latencies).
 -- With MTP a decode step verifies 1 + k tokens and yields 1 + a + ... + a^k of them.
+-- Disaggregated (xPyD; a prefill deployment given): x prefill instances run prefill-only steps
+-- and y decode instances decode-only steps.  TTFT = request overhead + the request's own
+-- prefill steps (chunks × the prefill step) + the KV transfer (kv_per_request's bytes of the
+-- whole prompt at the decode deployment's KV dtype / the link's bandwidth + its latency) + the
+-- queue wait; TPOT = the decode step / the tokens it yields.  Rate matching: a prefill instance
+-- serves step_requests × dp prompts per chunks prefill steps, a decode instance its admitted
+-- requests × dp per (osl − 1) / tokens-per-step decode steps; the system's request rate is the
+-- least of x × the one, y × the other and the clients' closed-loop rate c / L (L: the request
+-- latency without a queue), the pool of the lesser capacity limits, and the clients the limiting
+-- pool cannot serve wait c / rate − L in the queue (counted in TTFT).
 with
 
 -- the schedule runs the requests a rank admits (serving_admission): its clients' unless the KV
@@ -25,11 +35,28 @@ steps as (
     select
         s.*,
         a.kv_requests,
+        -- disaggregated: the KV bytes of one request's whole prompt at the decode deployment's KV
+        -- dtype, and the link that carries them: as given, else the slower scale-out NIC of the
+        -- two pools' GPUs (gpus.csv scaleout_nic_per_gpu_Gbps) and no latency
+        k.bytes_per_request as kv_transfer_bytes,
+        coalesce(s.kv_link_bytes_per_s, least(pn.scaleout_bytes_per_s, dn.scaleout_bytes_per_s)) as link_bytes_per_s,
+        coalesce(s.kv_link_latency_s, 0) as link_latency_s,
+        case
+            when not s.disaggregated then null
+            when s.kv_link_bytes_per_s is not null then 'given'
+            else format('gpus.csv scale-out NIC ({})', case
+                when pn.scaleout_bytes_per_s <= dn.scaleout_bytes_per_s then s.prefill_gpu else s.gpu
+            end)
+        end as kv_link_source,
         a.admitted_requests,
         a.running_workload,
         cast(ceil(a.admitted_requests / s.step_requests) as bigint) as running_groups
     from int_serving_steps as s
     inner join serving_admission as a on a.serving_case = s.serving_case
+    left join base_deployments as dd on dd.deployment = s.deployment
+    left join kv_per_request as k on k.model = s.model and k.workload = s.kv_workload and k.dtype = dd.kv_dtype
+    left join int_gpu_specs as pn on pn.gpu = s.prefill_gpu and pn.dtype = 'bf16'
+    left join int_gpu_specs as dn on dn.gpu = s.gpu and dn.dtype = 'bf16'
 ),
 
 times as (
@@ -89,7 +116,7 @@ timed as (
         end as tokens_per_decode_step
     from steps as s
     inner join times as p
-        on p.model = s.model and p.deployment = s.deployment and p.framework = s.framework
+        on p.model = s.model and p.deployment = s.prefill_deployment and p.framework = s.framework
         and p.workload = s.prefill_workload
     inner join times as d
         on d.model = s.model and d.deployment = s.deployment and d.framework = s.framework
@@ -153,15 +180,69 @@ blended as (
     from steady
 ),
 
+-- disaggregated: prefill-only and decode-only steps, the KV transfer between the pools, and
+-- the request rate each pool serves (requests/s of all its instances)
+pooled as (
+    select
+        * replace (
+            case
+                when disaggregated then request_overhead_s + chunks * prefill_step_s + kv_transfer_s
+                else service_ttft_s
+            end as service_ttft_s,
+            case
+                when not disaggregated then tpot_s
+                when later_tokens > 0 then decode_step_s / tokens_per_decode_step
+            end as tpot_s
+        ),
+        case
+            when disaggregated then prefill_instances * step_requests * prefill_dp / (chunks * prefill_step_s)
+        end as prefill_pool_rate,
+        -- no later tokens: no decode steps, a decode pool of no limit
+        case
+            when disaggregated and later_tokens > 0
+                then decode_instances * admitted_requests * dp * tokens_per_decode_step / (later_tokens * decode_step_s)
+        end as decode_pool_rate
+    from (
+        select
+            *,
+            case when disaggregated then kv_transfer_bytes / link_bytes_per_s + link_latency_s end as kv_transfer_s
+        from blended
+    )
+),
+
+-- rate matching: the clients' closed-loop rate c / L, capped by the pool of the lesser capacity
+matched as (
+    select
+        *,
+        case
+            when disaggregated then least(
+                concurrency / (service_ttft_s + coalesce(later_tokens * tpot_s, 0)),
+                prefill_pool_rate,
+                coalesce(decode_pool_rate, prefill_pool_rate)
+            )
+        end as request_rate,
+        case
+            when not disaggregated then null
+            when decode_pool_rate is null or prefill_pool_rate <= decode_pool_rate then 'prefill'
+            else 'decode'
+        end as limiting_pool
+    from pooled
+),
+
 -- closed loop: c clients share B slots, a slot serves one request per request latency L
 -- (service TTFT + later tokens × TPOT), so a client's cycle is c/B · L and a request waits
--- (c − B)/B · L in the queue before its prefill starts
+-- (c − B)/B · L in the queue before its prefill starts; disaggregated: a client's cycle is
+-- c / the request rate, and a request waits that less L
 waited as (
     select
         *,
-        (rank_requests - admitted_requests) / admitted_requests * (service_ttft_s + coalesce(later_tokens * tpot_s, 0))
-            as queue_wait_s
-    from blended
+        case
+            when disaggregated
+                then greatest(concurrency / request_rate - (service_ttft_s + coalesce(later_tokens * tpot_s, 0)), 0)
+            else (rank_requests - admitted_requests) / admitted_requests
+                * (service_ttft_s + coalesce(later_tokens * tpot_s, 0))
+        end as queue_wait_s
+    from matched
 ),
 
 answered as (
@@ -195,8 +276,8 @@ select
     chunk,
     chunks,
     step_requests,
-    running_groups as prefill_groups,
-    mean_group,
+    case when not disaggregated then running_groups end as prefill_groups,
+    case when not disaggregated then mean_group end as mean_group,
     prefill_workload,
     running_workload as decode_workload,
     prefill_step_s,
@@ -205,15 +286,15 @@ select
     decode_step_s,
     decode_step_sol_s,
     tokens_per_decode_step,
-    first_wave_share,
+    case when not disaggregated then first_wave_share end as first_wave_share,
     request_overhead_s,
-    stall_steps,
-    wave_ttft_s,
-    wave_tpot_s,
-    arrivals_per_step,
-    steady_step_s,
-    steady_ttft_s,
-    steady_tpot_s,
+    case when not disaggregated then stall_steps end as stall_steps,
+    case when not disaggregated then wave_ttft_s end as wave_ttft_s,
+    case when not disaggregated then wave_tpot_s end as wave_tpot_s,
+    case when not disaggregated then arrivals_per_step end as arrivals_per_step,
+    case when not disaggregated then steady_step_s end as steady_step_s,
+    case when not disaggregated then steady_ttft_s end as steady_ttft_s,
+    case when not disaggregated then steady_tpot_s end as steady_tpot_s,
     service_ttft_s,
     queue_wait_s,
     ttft_s,
@@ -222,5 +303,22 @@ select
     tpot_definition,
     metric_mean,
     ttft_s + later_tokens * tpot_s as request_latency_s,
-    concurrency * osl / nullif(ttft_s + later_tokens * tpot_s, 0) as output_tokens_per_s
+    concurrency * osl / nullif(ttft_s + later_tokens * tpot_s, 0) as output_tokens_per_s,
+    case when disaggregated then 'disaggregated' else 'aggregated' end as serving_mode,
+    case when disaggregated then prefill_deployment end as prefill_deployment,
+    case when disaggregated then prefill_gpu end as prefill_gpu,
+    case when disaggregated then prefill_dp end as prefill_dp,
+    case when disaggregated then prefill_instances end as prefill_instances,
+    case when disaggregated then decode_instances end as decode_instances,
+    case when disaggregated then kv_transfer_bytes end as kv_transfer_bytes,
+    case when disaggregated then link_bytes_per_s end as kv_link_bytes_per_s,
+    case when disaggregated then link_latency_s end as kv_link_latency_s,
+    kv_link_source,
+    kv_transfer_s,
+    prefill_pool_rate,
+    decode_pool_rate,
+    request_rate,
+    limiting_pool,
+    request_rate / prefill_pool_rate as prefill_utilisation,
+    request_rate / decode_pool_rate as decode_utilisation
 from answered

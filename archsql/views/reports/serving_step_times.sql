@@ -10,9 +10,10 @@
 with
 
 steps as (
+    -- the prefill step on the deployment that runs it (disaggregated: the prefill pool's)
     select distinct
         model,
-        deployment,
+        prefill_deployment as deployment,
         framework,
         prefill_workload as workload,
         true as eager
