@@ -671,10 +671,18 @@ def serve_estimate(
     concurrency: int | Sequence[int],
     acceptance_rate: float | None = None,
     db: str | Path | None = None,
+    prefill_deployment: str | None = None,
+    prefill_instances: int | None = None,
+    decode_instances: int | None = None,
+    kv_link_bytes_per_s: float | None = None,
+    kv_link_latency_s: float | None = None,
 ) -> pa.Table:
     """TTFT and TPOT (``serving_estimates`` rows) of ``model`` on ``deployment`` served by
     ``framework`` (``'sglang@0.5.9'``; no version: ``'*'``, the newest defaults listed) at
     each client ``concurrency`` with ``isl`` / ``osl`` tokens per request (docs/serving.md).
+    With ``prefill_deployment``: disaggregated prefill/decode, ``prefill_instances`` (x) of
+    it and ``decode_instances`` (y) of ``deployment``, the KV cache crossing a link of
+    ``kv_link_bytes_per_s`` and ``kv_link_latency_s`` (defaults: the GPUs' scale-out NIC, 0).
     A question archsql cannot express is a :class:`~archsql.errors.QueryError` naming it."""
     from archsql import serving
 
@@ -691,6 +699,11 @@ def serve_estimate(
             osl=osl,
             concurrency=c,
             acceptance_rate=acceptance_rate,
+            prefill_deployment=prefill_deployment,
+            prefill_instances=prefill_instances,
+            decode_instances=decode_instances,
+            kv_link_bytes_per_s=kv_link_bytes_per_s,
+            kv_link_latency_s=kv_link_latency_s,
         )
         for c in levels
     ]

@@ -918,11 +918,20 @@ SERVE_COLUMNS = (
     "prefill_groups",
     "tokens_per_decode_step",
 )
+# and of a disaggregated case (--prefill-deployment)
+SERVE_POOL_COLUMNS = ("kv_transfer_s", "request_rate", "limiting_pool", "prefill_utilisation", "decode_utilisation")
 
 
 @cli.command("serve-estimate")
 @click.argument("model")
-@click.option("--deployment", required=True, help="A deployment of the store (its speculative_tokens: MTP drafts).")
+@click.option(
+    "--deployment",
+    "--decode-deployment",
+    "deployment",
+    required=True,
+    help="A deployment of the store (its speculative_tokens: MTP drafts); with --prefill-deployment, "
+    "the decode pool's.",
+)
 @click.option(
     "--framework", required=True, help="FRAMEWORK@VERSION, e.g. sglang@0.5.9, vllm@0.12.0, trtllm@1.1.0rc2.post2."
 )
@@ -932,18 +941,58 @@ SERVE_COLUMNS = (
 @click.option(
     "--acceptance-rate", type=float, default=None, help="MTP: chance a draft token is accepted after the previous one."
 )
+@click.option(
+    "--prefill-deployment",
+    default=None,
+    help="Disaggregated prefill/decode (xPyD): the prefill pool's deployment (the decode pool's is --deployment).",
+)
+@click.option("--prefill-instances", type=int, default=None, help="xPyD: x, instances of the prefill deployment [1].")
+@click.option("--decode-instances", type=int, default=None, help="xPyD: y, instances of the decode deployment [1].")
+@click.option(
+    "--kv-link-gbps",
+    type=float,
+    default=None,
+    help="xPyD: the link the KV cache crosses, Gbit/s [the slower GPU's scale-out NIC, gpus.csv].",
+)
+@click.option("--kv-link-latency-us", type=float, default=None, help="xPyD: latency of one KV transfer, µs [0].")
 @_FORMAT_OPTION
 @_OUTPUT_OPTION
 @click.pass_obj
-def serve_estimate(db, model, deployment, framework, isl, osl, concurrency, acceptance_rate, fmt, output) -> None:
+def serve_estimate(
+    db,
+    model,
+    deployment,
+    framework,
+    isl,
+    osl,
+    concurrency,
+    acceptance_rate,
+    prefill_deployment,
+    prefill_instances,
+    decode_instances,
+    kv_link_gbps,
+    kv_link_latency_us,
+    fmt,
+    output,
+) -> None:
     """TTFT and TPOT of MODEL served on a deployment by a framework version (docs/serving.md).
 
     Aggregated in-flight batching at each client concurrency, from the serving_estimates view;
-    the store is not changed.  Example:
+    the store is not changed.  With --prefill-deployment: disaggregated prefill/decode, x
+    prefill instances and y decode instances, the KV cache sent between them.  Examples:
     archsql serve-estimate DeepSeek-V3 --deployment 8xH200-dp8-ep8-wnative --framework sglang@0.5.9
-    --isl 1024 --osl 1024 --concurrency 8,64
+    --isl 1024 --osl 1024 --concurrency 8,64;
+    archsql serve-estimate DeepSeek-V3 --prefill-deployment 8xH200-tp8-ep8-wnative --prefill-instances 2
+    --decode-deployment 8xH200-dp8-ep8-wnative --decode-instances 1 --framework sglang@0.5.9 --isl 1024 --osl 1024
     """
     check_format(fmt, output)
+    pools = dict(
+        prefill_deployment=prefill_deployment,
+        prefill_instances=prefill_instances,
+        decode_instances=decode_instances,
+        kv_link_bytes_per_s=None if kv_link_gbps is None else kv_link_gbps * 1e9 / 8,
+        kv_link_latency_s=None if kv_link_latency_us is None else kv_link_latency_us * 1e-6,
+    )
     table = api.serve_estimate(
         model,
         deployment,
@@ -953,8 +1002,10 @@ def serve_estimate(db, model, deployment, framework, isl, osl, concurrency, acce
         concurrency=_ints(concurrency),
         acceptance_rate=acceptance_rate,
         db=db,
+        **pools,
     )
-    emit(table.select(list(SERVE_COLUMNS)) if fmt == "table" else table, fmt, output)
+    columns = list(SERVE_COLUMNS) + (list(SERVE_POOL_COLUMNS) if prefill_deployment is not None else [])
+    emit(table.select(columns) if fmt == "table" else table, fmt, output)
 
 
 # The kernel corpus (archsql/kernel_corpus/cli.py) and design (archsql/design/cli.py)
