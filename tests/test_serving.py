@@ -89,6 +89,9 @@ CASES = [
     _case(serving_case="cap", version="0.15.1"),  # 10 clients, vLLM 0.15.1 capped at 4 (below)
     _case(serving_case="kv", version="0.11.2", concurrency=3000),  # 3000 clients, cap 1024
     _case(serving_case="reserve", framework="trtllm", version="1.2.0rc2", concurrency=3000),
+    # disaggregated: prefill on x H100s (the fixture's deployment "h100"), decode on y H200s
+    _case(serving_case="xpyd", prefill_deployment="h100", prefill_instances=2, decode_instances=1),
+    _case(serving_case="xpyd-queue", prefill_deployment="h100", prefill_instances=1, concurrency=16),
 ]
 
 
@@ -106,7 +109,11 @@ def shared(llama, tmp_path_factory):
     and estimated under SOL, under STEADY (the constants enter after op_sol) and under STEADY
     with a request overhead of vLLM 0.12.0's own; and the by-hand step times of P and D summed
     from the priced op_sol rows."""
-    mi300x = [{"deployment": "mi300x", "gpu": "MI300X", "like": "1xH200-single"}]
+    mi300x = [
+        {"deployment": "mi300x", "gpu": "MI300X", "like": "1xH200-single"},
+        {"deployment": "h100", "gpu": "H100 SXM", "like": "1xH200-single"},
+        {"deployment": "h100-fp8kv", "gpu": "H100 SXM", "kv_dtype": "fp8", "like": "1xH200-single"},
+    ]
     db = _copy(llama, tmp_path_factory.mktemp("serving"), {}, mi300x)
     con = store.connect(db, read_only=False, derived=False)
     con.begin()
@@ -134,6 +141,8 @@ def shared(llama, tmp_path_factory):
     ops = "from op_sol as o join base_instances as i using (model, uid) where o.model = ? and o.deployment = ?"
     key = ["Meta-Llama-3.1-8B", "1xH200-single"]
     sol = dict(con.execute(f"select o.workload, sum(o.time_s) {ops} group by o.workload", key).fetchall())
+    # the prefill step P on one H100 (the disaggregated cases' prefill pool)
+    (sol_h100,) = con.execute(f"select sum(o.time_s) {ops} and o.workload = ?", [key[0], "h100", P]).fetchone()
     steady = dict(
         con.execute(
             "select o.workload, sum(greatest(coalesce(o.compute_s, 0) / 0.5, o.memory_s / 0.8, o.comm_s, "
@@ -150,7 +159,7 @@ def shared(llama, tmp_path_factory):
     serving.release(con)
     con.rollback()
     con.close()
-    return dict(db=db, **rows, sol_steps=sol, steady_steps=steady, held=held, memory=memory)
+    return dict(db=db, **rows, sol_steps=sol, sol_h100=sol_h100, steady_steps=steady, held=held, memory=memory)
 
 
 def test_ifb_step_mix_by_hand(shared):
@@ -403,3 +412,106 @@ def test_estimates_state_the_metric_definitions():
         assert r["tpot_definition"] == "(latency - ttft) / (output_len - 1) per request"
         assert r["metric_mean"] == "request"
         assert r["kv_admission"] in ("paged", "reserve")
+
+
+def test_disaggregated_ttft_and_rate_matching_by_hand(shared):
+    """xPyD at SOL: 2 prefill instances on one H100 each, 1 decode instance on one H200,
+    vLLM 0.12.0, isl 3000, osl 101, 10 clients."""
+    row = shared["sol"]["xpyd"]
+    assert (row["serving_mode"], row["prefill_deployment"], row["prefill_instances"], row["decode_instances"]) == (
+        "disaggregated",
+        "h100",
+        2,
+        1,
+    )
+    # the prefill pool: H100 (79.6 GiB >= 70: budget 8192); 10 clients over 2 instances · 1 rank
+    # = 5 per rank, a step holds min(5, 8192 // 3000) = 2 whole prompts: the step P, on the H100
+    assert (row["chunk"], row["chunks"], row["step_requests"], row["prefill_workload"]) == (3000, 1, 2, P)
+    tp = shared["sol_h100"]
+    assert row["prefill_step_s"] == pytest.approx(tp, rel=1e-9)
+    # the decode pool: 10 clients on 1 instance's rank, padded to 16 at context 3050: the step D
+    # on the H200 (the aggregated "ifb" case's decode step)
+    td = shared["sol_steps"][D]
+    assert (row["admitted_requests"], row["decode_workload"]) == (10, D)
+    assert row["decode_step_s"] == pytest.approx(td, rel=1e-9)
+    # the KV cache of one 3000-token prompt of Llama-3.1-8B (32 layers, 8 KV heads of 128, K and V,
+    # bf16): 32 · 2 · 8 · 128 · 2 = 131072 bytes per token, × 3000 = 393,216,000 bytes
+    assert row["kv_transfer_bytes"] == 32 * 2 * 8 * 128 * 2 * 3000 == 393_216_000
+    # over the scale-out NIC of H100 and H200 (gpus.csv: 400 Gbit/s each = 50e9 bytes/s), no latency
+    assert (row["kv_link_bytes_per_s"], row["kv_link_latency_s"]) == (50e9, 0)
+    assert row["kv_link_source"].startswith("gpus.csv scale-out NIC")
+    kv_s = 393_216_000 / 50e9  # 7.864 ms
+    assert row["kv_transfer_s"] == pytest.approx(kv_s, rel=1e-12)
+    # TTFT (request overhead 0 at SOL): its own prefill step + the transfer (+ no queue, below);
+    # TPOT: a decode-only step per token (no prefill stalls)
+    ttft = 1 * tp + kv_s
+    assert row["tpot_s"] == pytest.approx(td, rel=1e-9)
+    # rate matching: prefill pool 2 instances · 2 prompts · 1 rank per step tp; decode pool 1
+    # instance · 10 slots, each held 100 decode steps; the clients' closed loop 10 / L
+    prefill_rate = 2 * 2 / tp
+    decode_rate = 1 * 10 * 1 / (100 * td)
+    latency = ttft + 100 * td
+    assert row["prefill_pool_rate"] == pytest.approx(prefill_rate, rel=1e-9)
+    assert row["decode_pool_rate"] == pytest.approx(decode_rate, rel=1e-9)
+    # (tp ≈ 104 ms, td ≈ 4.5 ms: prefill ≈ 38.5 req/s > decode ≈ 22.2 req/s > clients ≈ 17.8 req/s)
+    # the decode pool limits, but the 10 clients ask less than it serves: no queue
+    assert prefill_rate > decode_rate > 10 / latency
+    assert row["limiting_pool"] == "decode"
+    assert row["request_rate"] == pytest.approx(10 / latency, rel=1e-9)
+    assert row["queue_wait_s"] == pytest.approx(0, abs=1e-12)
+    assert row["ttft_s"] == pytest.approx(ttft, rel=1e-9)
+    assert row["prefill_utilisation"] == pytest.approx(10 / latency / prefill_rate, rel=1e-9)
+    assert row["decode_utilisation"] == pytest.approx(10 / latency / decode_rate, rel=1e-9)
+    # the aggregated schedule's columns do not apply
+    assert (row["wave_ttft_s"], row["steady_ttft_s"], row["first_wave_share"]) == (None, None, None)
+    # 1 prefill instance, 16 clients: a prefill step still holds 2 prompts (min(16, 2)), the
+    # decode batch is 16 (the same steps P and D); prefill 1 · 2 / tp ≈ 19.2 req/s, decode
+    # 16 / (100 · td) ≈ 35.5 req/s, the clients 16 / L ≈ 28.4 req/s: the prefill pool limits and
+    # the clients queue for it, a cycle of 16 / (2 / tp) = 8 · tp, L of it served
+    q = shared["sol"]["xpyd-queue"]
+    prefill_rate, decode_rate = 2 / tp, 16 / (100 * td)
+    assert 16 / latency > prefill_rate and decode_rate > prefill_rate
+    assert (q["limiting_pool"], q["step_requests"], q["prefill_workload"], q["decode_workload"]) == ("prefill", 2, P, D)
+    assert q["request_rate"] == pytest.approx(prefill_rate, rel=1e-9)
+    assert q["prefill_utilisation"] == pytest.approx(1, rel=1e-9)
+    assert q["queue_wait_s"] == pytest.approx(8 * tp - latency, rel=1e-9)
+    assert q["ttft_s"] == pytest.approx(ttft + 8 * tp - latency, rel=1e-9)
+    assert q["output_tokens_per_s"] == pytest.approx(prefill_rate * 101, rel=1e-9)
+
+
+def test_a_disaggregated_case_names_what_it_cannot_express(shared):
+    """Pool fields without a prefill pool, counts out of range, pools whose KV dtypes differ."""
+    cases = [
+        _case(serving_case="nopool", decode_instances=2),
+        _case(serving_case="typo", prefill_deployment="h10"),
+        _case(serving_case="zero", prefill_deployment="h100", prefill_instances=0, kv_link_bytes_per_s=-1.0),
+        _case(serving_case="fp8", prefill_deployment="h100-fp8kv"),
+    ]
+    with pytest.raises(QueryError) as failed:
+        serving.estimate(shared["db"], cases)
+    text = str(failed.value)
+    assert "case 'nopool': decode_instances describe a disaggregated case, which needs a prefill deployment" in text
+    assert "case 'typo': no prefill deployment 'h10'" in text and "did you mean 'h100'" in text
+    assert "case 'zero': prefill_instances must be an integer in 1 .. 2^20" in text
+    assert "case 'zero': kv_link_bytes_per_s must be a positive number" in text
+    assert "caches KV in fp8, the decode deployment '1xH200-single' in bf16" in text
+
+
+def test_cli_serve_estimate_disaggregated(shared):
+    """The link given in Gbit/s and µs: 100 Gbit/s = 12.5e9 bytes/s, 20 µs; a 1000-token prompt's
+    KV cache is 131072 · 1000 bytes (test above): 131,072,000 / 12.5e9 + 20e-6 = 10.50576 ms."""
+    args = ["--db", str(shared["db"]), "serve-estimate", "Meta-Llama-3.1-8B", "--framework", "vllm@0.12.0"]
+    args += ["--isl", "1000", "--osl", "10", "--concurrency", "4", "--format", "csv"]
+    args += ["--prefill-deployment", "h100", "--decode-deployment", "1xH200-single", "--prefill-instances", "2"]
+    result = CliRunner().invoke(cli, [*args, "--kv-link-gbps", "100", "--kv-link-latency-us", "20"])
+    assert result.exit_code == 0, result.output
+    (row,) = csv.DictReader(result.output.splitlines())
+    assert (row["serving_mode"], row["kv_link_source"], row["prefill_instances"], row["decode_instances"]) == (
+        "disaggregated",
+        "given",
+        "2",
+        "1",
+    )
+    assert float(row["kv_transfer_s"]) == pytest.approx(131_072_000 / 12.5e9 + 20e-6, rel=1e-12)
+    bad = CliRunner().invoke(cli, [*args[:-6], "--deployment", "1xH200-single", "--prefill-instances", "2"])
+    assert bad.exit_code == 2 and "needs a prefill deployment" in bad.output and "Traceback" not in bad.output
