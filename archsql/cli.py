@@ -991,7 +991,7 @@ def serve_estimate(
         prefill_instances=prefill_instances,
         decode_instances=decode_instances,
         kv_link_bytes_per_s=None if kv_link_gbps is None else kv_link_gbps * 1e9 / 8,
-        kv_link_latency_s=None if kv_link_latency_us is None else kv_link_latency_us * 1e-6,
+        kv_link_latency_s=None if kv_link_latency_us is None else kv_link_latency_us / 1e6,
     )
     table = api.serve_estimate(
         model,

@@ -92,6 +92,7 @@ CASES = [
     # disaggregated: prefill on x H100s (the fixture's deployment "h100"), decode on y H200s
     _case(serving_case="xpyd", prefill_deployment="h100", prefill_instances=2, decode_instances=1),
     _case(serving_case="xpyd-queue", prefill_deployment="h100", prefill_instances=1, concurrency=16),
+    _case(serving_case="xpyd-link", prefill_deployment="h100", prefill_instances=2, kv_link_bytes_per_s=12.5e9),
 ]
 
 
@@ -442,6 +443,11 @@ def test_disaggregated_ttft_and_rate_matching_by_hand(shared):
     assert row["kv_link_source"].startswith("gpus.csv scale-out NIC")
     kv_s = 393_216_000 / 50e9  # 7.864 ms
     assert row["kv_transfer_s"] == pytest.approx(kv_s, rel=1e-12)
+    # a link given (100 Gbit/s = 12.5e9 bytes/s, no latency given: 0): 393,216,000 / 12.5e9 = 31.46 ms
+    link = shared["sol"]["xpyd-link"]
+    assert (link["kv_link_source"], link["kv_link_latency_s"]) == ("given", 0)
+    assert link["kv_transfer_s"] == pytest.approx(393_216_000 / 12.5e9, rel=1e-12)
+    assert link["ttft_s"] == pytest.approx(tp + 393_216_000 / 12.5e9, rel=1e-9)
     # TTFT (request overhead 0 at SOL): its own prefill step + the transfer (+ no queue, below);
     # TPOT: a decode-only step per token (no prefill stalls)
     ttft = 1 * tp + kv_s
@@ -498,20 +504,20 @@ def test_a_disaggregated_case_names_what_it_cannot_express(shared):
 
 
 def test_cli_serve_estimate_disaggregated(shared):
-    """The link given in Gbit/s and µs: 100 Gbit/s = 12.5e9 bytes/s, 20 µs; a 1000-token prompt's
-    KV cache is 131072 · 1000 bytes (test above): 131,072,000 / 12.5e9 + 20e-6 = 10.50576 ms."""
+    """The CLI's pool options reach the case (checked before any pricing): the link in Gbit/s and
+    µs becomes bytes/s and s (-8 Gbit/s = -1e9 bytes/s, -5 µs = -5e-06 s), both refused; pool
+    options without a prefill deployment are refused; and the table format's pool columns are
+    serving_estimates columns."""
+    from archsql.cli import SERVE_COLUMNS, SERVE_POOL_COLUMNS
+
     args = ["--db", str(shared["db"]), "serve-estimate", "Meta-Llama-3.1-8B", "--framework", "vllm@0.12.0"]
-    args += ["--isl", "1000", "--osl", "10", "--concurrency", "4", "--format", "csv"]
-    args += ["--prefill-deployment", "h100", "--decode-deployment", "1xH200-single", "--prefill-instances", "2"]
-    result = CliRunner().invoke(cli, [*args, "--kv-link-gbps", "100", "--kv-link-latency-us", "20"])
-    assert result.exit_code == 0, result.output
-    (row,) = csv.DictReader(result.output.splitlines())
-    assert (row["serving_mode"], row["kv_link_source"], row["prefill_instances"], row["decode_instances"]) == (
-        "disaggregated",
-        "given",
-        "2",
-        "1",
-    )
-    assert float(row["kv_transfer_s"]) == pytest.approx(131_072_000 / 12.5e9 + 20e-6, rel=1e-12)
-    bad = CliRunner().invoke(cli, [*args[:-6], "--deployment", "1xH200-single", "--prefill-instances", "2"])
+    args += ["--isl", "1000", "--osl", "10", "--decode-deployment", "1xH200-single"]
+    pools = ["--prefill-deployment", "h100", "--prefill-instances", "2"]
+    bad = CliRunner().invoke(cli, [*args, *pools, "--kv-link-gbps", "-8", "--kv-link-latency-us", "-5"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "kv_link_bytes_per_s must be a positive number" in bad.output and "-1000000000.0" in bad.output
+    assert "kv_link_latency_s must be a number >= 0" in bad.output and "-5e-06" in bad.output
+    bad = CliRunner().invoke(cli, [*args, "--prefill-instances", "2"])
     assert bad.exit_code == 2 and "needs a prefill deployment" in bad.output and "Traceback" not in bad.output
+    columns = {c.strip() for c in serving.ESTIMATE_COLUMNS.split(",")}
+    assert {*SERVE_COLUMNS, *SERVE_POOL_COLUMNS} <= columns
