@@ -1,5 +1,5 @@
 """Serving estimates: TTFT and TPOT of a model served by a framework version at a client
-concurrency (aggregated in-flight batching; docs/serving.md).
+concurrency (aggregated in-flight batching, or disaggregated prefill/decode pools; docs/serving.md).
 
 All the arithmetic is SQL: ``int_serving_steps`` turns a ``serving_cases`` row into the two
 steps its schedule is made of (a prefill step of the framework's token budget and a decode
@@ -7,7 +7,9 @@ step of the clients' batch, as workload shapes), ``serving_admission`` caps the 
 by the KV cache (``device_memory``) and the framework's request cap and names its decode step,
 ``serving_step_times`` prices the steps from ``op_sol`` with the fitted constants of
 ``serving_constants``, and ``serving_estimates`` composes TTFT (with the queue wait of the
-requests not admitted) and TPOT.  Python does only what SQL cannot: checks the question (a located
+requests not admitted) and TPOT; a disaggregated case (a prefill deployment) prices its prefill
+step on the prefill deployment, sends the KV cache of its prompt (``kv_per_request``) over the
+link between the pools and matches the pools' request rates.  Python does only what SQL cannot: checks the question (a located
 error for what cannot be expressed), writes the cases and the workloads the steps name into
 the store's parameter tables inside a transaction it rolls back, and evaluates ``op_sol``
 one (model, deployment) at a time (:func:`archsql.store.scope`), because the live view
@@ -185,7 +187,8 @@ def price_steps(
     """Evaluate ``op_sol`` for the steps of ``steps`` and ``device_memory``'s batch capacity
     for their decode steps, one (model, deployment) scope at a time, into temporary tables
     ``op_sol`` and ``device_memory`` that then shadow the views on ``con`` (only the columns the
-    serving views read); returns their rows.  ``priced`` / ``capacity``: such rows evaluated
+    serving views read; a prefill step on the deployment that runs it), and ``kv_per_request``
+    of the disaggregated cases' prompts likewise; returns the first two's rows.  ``priced`` / ``capacity``: such rows evaluated
     before, whose (model, deployment, workload) steps are not evaluated again (capacity rows of
     other columns than ``_CAPACITY_COLUMNS`` are ignored).  Drop the tables
     with :func:`release`."""
