@@ -152,7 +152,9 @@ _REPAIR_HINT = (
 )
 
 
-def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True) -> list[str]:
+def write_store(
+    db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True, _from_empty: bool = True
+) -> list[str]:
     """Write evaluated tables (all models concatenated) into the DuckDB file at ``db_path``.
 
     Rows of the models present in ``tables`` replace that model's rows already in the
@@ -178,7 +180,8 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
 
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    copied = not path.exists() and (models or params) and _copy_empty_store(path)
+    # a new store, with models or none (a kernel corpus's store): a copy of the empty store
+    copied = _from_empty and not path.exists() and _copy_empty_store(path)
     con = _open(path, read_only=False)
     con.begin()
     try:
@@ -245,7 +248,7 @@ def _copy_empty_store(path: Path) -> bool:
             folder.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=folder) as scratch:
                 built = Path(scratch) / "empty.duckdb"
-                write_store(built, {})  # no model: creates it in place
+                write_store(built, {}, _from_empty=False)  # no model: creates it in place
                 if Path(f"{built}.wal").exists():  # not all in the file: not a store to copy
                     raise OSError(f"{built}: DuckDB left a write-ahead log")
                 os.replace(built, template)  # atomic: a concurrent writer's copy is the same store

@@ -27,6 +27,15 @@ DERIVED_ELSEWHERE = {
 }
 
 
+@pytest.fixture(scope="module")
+def catalog_con(catalog_db):
+    """One read-only connection to the catalog store for the per-model cases (opening one
+    checks the derived tables' freshness: ~0.3 s, per case it was most of their time)."""
+    con = connect(catalog_db)
+    yield con
+    con.close()
+
+
 def _derived_elsewhere(model: str) -> None:
     if model in DERIVED_ELSEWHERE:
         pytest.skip(DERIVED_ELSEWHERE[model])
@@ -274,11 +283,11 @@ def _sliding_window(cfg: dict) -> int | None:
 
 
 @pytest.mark.parametrize("model", catalog())
-def test_kv_per_token_from_config(catalog_db, model):
+def test_kv_per_token_from_config(catalog_con, model):
     """Below every window each cached layer grows by its per-token elements; each recurrent
     layer holds its fixed state instead (0 per token)."""
     _derived_elsewhere(model)
-    con = connect(catalog_db)
+    con = catalog_con
     layers = _layer_kv(_config(con, model))
     states = _layer_states(_config(con, model))
     got = con.execute(
@@ -319,14 +328,14 @@ def _index_key_bytes_beyond_bf16(cfg: dict, context: int) -> int:
 
 
 @pytest.mark.parametrize("model", catalog())
-def test_kv_per_request_from_config(catalog_db, model):
+def test_kv_per_request_from_config(catalog_con, model):
     """At every stored workload one request holds min(c, window) positions per layer (c
     without a window) plus every recurrent layer's fixed state, in bytes of a bf16 kv and act
     dtype (each cache in its own storage dtype: scan states FP32, DSA index keys FP8 + scale);
     a decode step reads exactly that — except under DeepSeek sparse attention, which reads only the
     selected positions' latents (_dsa_decode_reads)."""
     _derived_elsewhere(model)
-    con = connect(catalog_db)
+    con = catalog_con
     layers = _layer_kv(_config(con, model))
     state = sum(_layer_state_bytes(_config(con, model)))  # conv in BF16 (act), scan state FP32
     got = con.execute(
@@ -346,7 +355,7 @@ def test_kv_per_request_from_config(catalog_db, model):
 
 
 @pytest.mark.parametrize("model", catalog())
-def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
+def test_decode_flops_are_twice_the_active_matmul_params(catalog_con, model):
     """Independent check of the FLOP terms against the parameter counts (themselves checked
     against transformers' inventories): one decode token at c = 1 costs 2 FLOPs per active
     matmul weight, plus elementwise work (norms, activations, rope, residuals) that adds
@@ -354,7 +363,7 @@ def test_decode_flops_are_twice_the_active_matmul_params(catalog_db, model):
     matmuls with weights (derived from the config: _recurrent_flops_per_token).  The
     embedding table is a gather (no FLOPs); lm_head is a matmul even when tied."""
     _derived_elsewhere(model)
-    con = connect(catalog_db)
+    con = catalog_con
     active, embedding = con.execute(
         "select s.active_params, r.params from model_summary s join params_by_role r using (model) "
         "where model = ? and r.role = 'embedding'",

@@ -33,7 +33,7 @@ from archsql import api
 from archsql.errors import CorpusError
 from archsql.kernel_corpus import import_aiconfigurator, open_corpus
 from archsql.kernel_corpus.aiconfigurator import TABLES, data_files, locate
-from archsql.kernel_corpus.storage import VIEWS_DIR
+from archsql.kernel_corpus.storage import VIEWS_DIR, connect_read_only
 from archsql.views import check_invariants
 
 COMMON = {"framework": "VLLM", "device": "NVIDIA H200"}
@@ -89,10 +89,18 @@ def package(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def corpus_template(tmp_path_factory) -> Path:
+    """An empty store with the corpus tables and views, built once and copied per test."""
+    db = tmp_path_factory.mktemp("corpus_template") / "template.duckdb"
+    open_corpus(db).close()
+    return db
+
+
 @pytest.fixture
-def db(tmp_path) -> Path:
+def db(corpus_template, tmp_path) -> Path:
     path = tmp_path / "store.duckdb"
-    open_corpus(path).close()
+    shutil.copy(corpus_template, path)
     return path
 
 
@@ -153,7 +161,7 @@ def test_tables_map_onto_the_corpus_with_provenance_and_units(package, db):
         ("gemm", "vllm", "0.24.0", 2),
         ("mla", "trtllm", "1.3.0rc20", 1),
     ]
-    with duckdb.connect(str(db), read_only=True) as con:
+    with connect_read_only(db) as con:  # the model views read the store's derived tables
         assert check_invariants(con, VIEWS_DIR) == []
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.machinery
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -35,10 +36,18 @@ torch = pytest.importorskip("torch")
 from archsql.kernel_corpus import harness  # noqa: E402  (needs torch)
 
 
+@pytest.fixture(scope="module")
+def corpus_template(tmp_path_factory) -> Path:
+    """An empty store with the corpus tables and views, built once and copied per test."""
+    db = tmp_path_factory.mktemp("corpus_template") / "template.duckdb"
+    open_corpus(db).close()
+    return db
+
+
 @pytest.fixture
-def db(tmp_path) -> Path:
+def db(corpus_template, tmp_path) -> Path:
     path = tmp_path / "store.duckdb"
-    open_corpus(path).close()
+    shutil.copy(corpus_template, path)
     return path
 
 
@@ -110,8 +119,10 @@ def test_unknown_dtype_and_op_kind_are_errors():
         harness.measure([harness.Shape.of("mhc", tokens=1, hidden=8)])
 
 
-def test_plan_of_a_decode_step():
-    p = plan("Meta-Llama-3.1-8B", "decode_b1_c2k")  # default deployment 1xH200-single; a temporary store
+def test_plan_of_a_decode_step(store_of):
+    # default deployment 1xH200-single; the run's shared store of the model (without one a plan
+    # builds a temporary store: test_cli_bench_and_corpus_commands plans through that path)
+    p = plan("Meta-Llama-3.1-8B", "decode_b1_c2k", db=store_of("Meta-Llama-3.1-8B"))
     assert (p.phase, p.bind) == ("decode", {"B": 1, "s": 1, "c": 2048})
     got = {(s.op_kind, s.describe(), s.count) for s in p.shapes}
     assert got == {

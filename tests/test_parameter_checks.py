@@ -38,14 +38,23 @@ where s.model = ? order by 1, 2
 """
 
 
-@pytest.fixture
-def small_db(store_of, tmp_path):
-    db = tmp_path / "store.duckdb"
+@pytest.fixture(scope="module")
+def small_template(store_of, tmp_path_factory):
+    """The one-model store cut to DEPLOYMENT and WORKLOADS, made once per module."""
+    db = tmp_path_factory.mktemp("small") / "store.duckdb"
     shutil.copy(store_of(MODEL), db)
     con = duckdb.connect(str(db))
     keep_deployments(con, [DEPLOYMENT])
     con.execute("delete from workloads where workload not in (select unnest(?::varchar[]))", [list(WORKLOADS)])
     con.close()
+    return db
+
+
+@pytest.fixture
+def small_db(small_template, tmp_path):
+    """A private copy of the cut store (each test writes to its own)."""
+    db = tmp_path / "store.duckdb"
+    shutil.copy(small_template, db)
     return db
 
 

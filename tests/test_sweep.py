@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from archsql.errors import QueryError
+from archsql.store import connect
 from archsql.sweep import grid, pareto, sweep
 
 
@@ -262,7 +263,7 @@ def test_sweep_cli_layouts_both_phases_match_the_stores_own_rows(sweep_db, tmp_p
     assert "dropped 1 grid point:\n  tp3,ep8 on 8 GPUs: tp·pp·cp = 3 does not divide 8 GPUs" in result.stderr
     rows = {(r["layout"], r["batch"]): r for r in json.loads(result.stdout)}
     assert sorted(rows) == [("dp8,ep8", 1), ("dp8,ep8", 64), ("tp8,ep8", 1), ("tp8,ep8", 64)]
-    con = duckdb.connect(str(db), read_only=True)
+    con = connect(db)  # the store's own rows: its derived tables (the sweep left it unchanged)
     step = dict(
         con.execute("select deployment || '/' || workload, time_s from step_sol where model = 'DeepSeek-V3'").fetchall()
     )

@@ -81,6 +81,9 @@ layers hold a cache.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -349,9 +352,23 @@ def hybrid_db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def rw_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rw") / "store.duckdb"
+def toy_store(tmp_path_factory) -> Path:
+    """The path of a store of the toy model, written once (a write refreshes every derived
+    table: seconds); a test that writes to it copies it first (:func:`toy_copy`)."""
+    path = tmp_path_factory.mktemp("toy") / "store.duckdb"
     store.write_store(path, toy_tables())
+    return path
+
+
+def toy_copy(toy_store: Path, path: Path) -> Path:
+    """A private copy of the toy store at ``path``: as ``store.write_store(path, toy_tables())``."""
+    shutil.copy(toy_store, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def rw_db(toy_store, tmp_path_factory):
+    path = toy_copy(toy_store, tmp_path_factory.mktemp("rw") / "store.duckdb")
     con = store.connect(path, read_only=False)
     yield con
     con.close()
@@ -637,12 +654,12 @@ def test_user_workloads_are_kept(tmp_path):
         con.close()
 
 
-def test_parameter_tables_refuse_a_row_given_twice(tmp_path):
+def test_parameter_tables_refuse_a_row_given_twice(toy_store, tmp_path):
     """Every parameter table has its natural key: the README's example inserted twice is a
     constraint error, not a doubled row (and doubled results)."""
     import duckdb
 
-    store.write_store(tmp_path / "s.duckdb", toy_tables())
+    toy_copy(toy_store, tmp_path / "s.duckdb")
     con = duckdb.connect(str(tmp_path / "s.duckdb"))
     try:
         con.execute("insert into workloads values ('decode_b32_c32k', 'decode', 32, 1, 32768)")
@@ -675,14 +692,13 @@ def test_write_store_names_the_repeated_key(tmp_path):
     assert not (tmp_path / "s.duckdb").exists()  # refused before the store is opened
 
 
-def test_a_store_of_the_old_deployments_layout_says_to_rebuild_and_the_build_migrates_it(tmp_path):
+def test_a_store_of_the_old_deployments_layout_says_to_rebuild_and_the_build_migrates_it(toy_store, tmp_path):
     """The deployments table as archsql had it before the mesh rows (a `tp` column): a reader is
     told to build (never to delete the file: the table is the user's), and the build keeps its
     rows in the new layout, naming the column it dropped (tests/test_store_repair.py has the rest)."""
     import duckdb
 
-    path = tmp_path / "old.duckdb"
-    store.write_store(path, toy_tables())
+    path = toy_copy(toy_store, tmp_path / "old.duckdb")
     con = duckdb.connect(str(path))
     con.execute("alter table deployments add column tp bigint")
     before = con.execute("select deployment from deployments order by 1").fetchall()

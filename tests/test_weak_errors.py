@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -203,10 +204,18 @@ def test_validate_warns_about_an_unknown_architecture(tmp_path):
 # ---------------------------------------------------------------------------- the store's lock
 
 
-@pytest.fixture
-def store(tmp_path) -> Path:
-    db = tmp_path / "store.duckdb"
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("empty") / "store.duckdb"
     write_store(db, {})  # parameter tables and views, no model
+    return db
+
+
+@pytest.fixture
+def store(empty_store, tmp_path) -> Path:
+    """A private copy of the empty store (each test locks or builds into its own)."""
+    db = tmp_path / "store.duckdb"
+    shutil.copy(empty_store, db)
     return db
 
 

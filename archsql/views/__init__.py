@@ -580,6 +580,7 @@ def _live_schema(con: duckdb.DuckDBPyConnection, only: str | None = None) -> dic
     return schema
 
 
+@functools.cache  # a store has a few dozen distinct types over thousands of columns
 def _sqlglot_type(dtype: str) -> str:
     from sqlglot import exp
     from sqlglot.errors import ParseError
