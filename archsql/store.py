@@ -61,6 +61,7 @@ from archsql.store_layout import (
 from archsql.views import (
     DERIVED_SCHEMA,
     SOURCES_TABLE,
+    ViewFile,
     create_views,
     macro_files,
     ordered_views,
@@ -613,7 +614,11 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     the names of the materialized views, in dependency order."""
     unshadow(con)
     con.execute("set enable_progress_bar = false")  # DuckDB's bar on long statements: not on our output
-    files = ordered_views(con)
+    # the graph the last refresh recorded while every view's SQL is the same (else parsed from
+    # the view files): parsing ~100 view files with sqlglot is ~0.7 s of CPU per process
+    graph = view_graph_of(con)
+    by_name = {f.name: f for f in view_files()}
+    files = [by_name[name] for name in graph.order]
     macros = [m.name for m in macro_files()]
     db = _quote(_current_database(con))
     con.execute(f"create schema if not exists {db}.{DERIVED}")
@@ -627,7 +632,7 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     ).fetchall()
     for (name,) in old:
         con.execute(f"drop table {db}.{DERIVED}.{_quote(name)}")
-    transient = _transient(con)
+    transient = _transient(graph, by_name)
     done: list[str] = []
     for f in files:
         if f.layer not in DERIVED_LAYERS and f.name not in DERIVED_BASE_VIEWS:
@@ -640,7 +645,7 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
         done.append(f.name)
     for name in transient:  # read live again (from the stored views it reads)
         con.execute(f'drop table if exists temp.main."{name}"')
-    _record_graph(con, files)
+    _record_graph(con, graph)
     _record_freshness(con, [f.name for f in files], macros, done)
     return done
 
@@ -657,7 +662,7 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, views: list[str], macros: 
     )
 
 
-def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
+def _transient(graph: ViewGraph, files: Mapping[str, ViewFile]) -> set[str]:
     """The int views read by exactly one view, a report, whose sidecar says ``stored: false``
     (:func:`archsql.views.unstored_views`): that report's private step, too large to keep
     (the per-device shapes, 4.5 M rows on the catalog; the spec and file tensors), computed
@@ -665,16 +670,15 @@ def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
     views it reads.  A private step of few rows is stored like any view: computing
     ``int_device_activations`` again takes ~10 s of CPU on the catalog for 10,660 rows."""
     unstored = unstored_views()
-    files, deps = view_graph(con)
-    readers: dict[str, set[str]] = {name: set() for name in files}
-    for name, reads in deps.items():
+    readers: dict[str, set[str]] = {name: set() for name in graph.order}
+    for name, reads in graph.reads.items():
         for read in reads:
             readers[read].add(name)
     return {
         name
-        for name, f in files.items()
+        for name in graph.order
         if name in unstored
-        and f.layer == "int"
+        and files[name].layer == "int"
         and len(readers[name]) == 1
         and files[next(iter(readers[name]))].layer == "reports"
     }
@@ -845,11 +849,9 @@ def recorded_graph(con: duckdb.DuckDBPyConnection) -> ViewGraph | None:
     return ViewGraph([r[0] for r in rows], {r[0]: set(r[1]) for r in rows}, {r[0]: set(r[2]) for r in rows})
 
 
-def _record_graph(con: duckdb.DuckDBPyConnection, files) -> None:
+def _record_graph(con: duckdb.DuckDBPyConnection, graph: ViewGraph) -> None:
     db = _quote(_current_database(con))
-    _, deps = view_graph(con)
-    tables = view_reads(con)
-    names = [f.name for f in files]
+    deps, tables, names = graph.reads, graph.tables, graph.order
     con.execute(f"drop table if exists {db}.{DERIVED}.{_GRAPH}")
     con.execute(
         f"create table {db}.{DERIVED}.{_GRAPH} as "
