@@ -834,6 +834,13 @@ def recorded_graph(con: duckdb.DuckDBPyConnection) -> ViewGraph | None:
     """The view graph the last full refresh recorded, or None when a view of the store came,
     went or was created from other SQL since (``derived.sources``) or none was recorded."""
     db = _quote(_current_database(con))
+    (recorded,) = con.execute(
+        "select count(*) from duckdb_tables() where database_name = current_database() and schema_name = ? "
+        "and table_name in (?, ?)",
+        [DERIVED, _GRAPH, SOURCES_TABLE],
+    ).fetchone()
+    if recorded < 2:  # none recorded (a new or an older store); never a name DuckDB looks up elsewhere
+        return None
     try:
         rows = con.execute(
             f"select g.view, g.reads, g.tables, g.sql_md5 is not distinct from s.sql_md5 "
