@@ -153,7 +153,9 @@ _REPAIR_HINT = (
 )
 
 
-def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True) -> list[str]:
+def write_store(
+    db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True, refresh_derived: bool = True
+) -> list[str]:
     """Write evaluated tables (all models concatenated) into the DuckDB file at ``db_path``.
 
     Rows of the models present in ``tables`` replace that model's rows already in the
@@ -164,7 +166,8 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
     A store written by another archsql is brought to this one's layout first
     (:mod:`archsql.store_layout`): rebuilt tables are written again, the user's tables are
     saved as CSV and their rows copied into the new layout.  Returns a note per table so
-    migrated, for the user.
+    migrated, for the user.  ``refresh_derived=False`` leaves the derived tables stale (reads
+    go live, never stale): for a store that is read once, through a few views, and dropped.
     """
     unknown = sorted(set(tables) - set(TABLES) - set(PARAMETER_TABLES))
     if unknown:
@@ -212,7 +215,8 @@ def write_store(db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_
             create_views(con)
         # the models' rows written (and the build record): their derived rows computed again,
         # unless a view, a reference table or anything else changed too (then all of them)
-        refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
+        if refresh_derived:
+            refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
         con.commit()
     except BaseException:
         con.rollback()
