@@ -61,6 +61,7 @@ from archsql.store_layout import (
 from archsql.views import (
     DERIVED_SCHEMA,
     SOURCES_TABLE,
+    ViewFile,
     create_views,
     macro_files,
     ordered_views,
@@ -153,7 +154,12 @@ _REPAIR_HINT = (
 
 
 def write_store(
-    db_path: str | Path, tables: Mapping[str, pa.Table], *, replace_models: bool = True, _from_empty: bool = True
+    db_path: str | Path,
+    tables: Mapping[str, pa.Table],
+    *,
+    replace_models: bool = True,
+    refresh_derived: bool = True,
+    _from_empty: bool = True,
 ) -> list[str]:
     """Write evaluated tables (all models concatenated) into the DuckDB file at ``db_path``.
 
@@ -165,7 +171,8 @@ def write_store(
     A store written by another archsql is brought to this one's layout first
     (:mod:`archsql.store_layout`): rebuilt tables are written again, the user's tables are
     saved as CSV and their rows copied into the new layout.  Returns a note per table so
-    migrated, for the user.
+    migrated, for the user.  ``refresh_derived=False`` leaves the derived tables stale (reads
+    go live, never stale): for a store that is read once, through a few views, and dropped.
     """
     unknown = sorted(set(tables) - set(TABLES) - set(PARAMETER_TABLES))
     if unknown:
@@ -214,7 +221,8 @@ def write_store(
             create_views(con)
         # the models' rows written (and the build record): their derived rows computed again,
         # unless a view, a reference table or anything else changed too (then all of them)
-        refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
+        if refresh_derived:
+            refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
         con.commit()
     except BaseException:
         con.rollback()
@@ -616,7 +624,11 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     the names of the materialized views, in dependency order."""
     unshadow(con)
     con.execute("set enable_progress_bar = false")  # DuckDB's bar on long statements: not on our output
-    files = ordered_views(con)
+    # the graph the last refresh recorded while every view's SQL is the same (else parsed from
+    # the view files): parsing ~100 view files with sqlglot is ~0.7 s of CPU per process
+    graph = view_graph_of(con)
+    by_name = {f.name: f for f in view_files()}
+    files = [by_name[name] for name in graph.order]
     macros = [m.name for m in macro_files()]
     db = _quote(_current_database(con))
     con.execute(f"create schema if not exists {db}.{DERIVED}")
@@ -630,7 +642,7 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     ).fetchall()
     for (name,) in old:
         con.execute(f"drop table {db}.{DERIVED}.{_quote(name)}")
-    transient = _transient(con)
+    transient = _transient(graph, by_name)
     done: list[str] = []
     for f in files:
         if f.layer not in DERIVED_LAYERS and f.name not in DERIVED_BASE_VIEWS:
@@ -643,7 +655,7 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
         done.append(f.name)
     for name in transient:  # read live again (from the stored views it reads)
         con.execute(f'drop table if exists temp.main."{name}"')
-    _record_graph(con, files)
+    _record_graph(con, graph)
     _record_freshness(con, [f.name for f in files], macros, done)
     return done
 
@@ -660,7 +672,7 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, views: list[str], macros: 
     )
 
 
-def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
+def _transient(graph: ViewGraph, files: Mapping[str, ViewFile]) -> set[str]:
     """The int views read by exactly one view, a report, whose sidecar says ``stored: false``
     (:func:`archsql.views.unstored_views`): that report's private step, too large to keep
     (the per-device shapes, 4.5 M rows on the catalog; the spec and file tensors), computed
@@ -668,16 +680,15 @@ def _transient(con: duckdb.DuckDBPyConnection) -> set[str]:
     views it reads.  A private step of few rows is stored like any view: computing
     ``int_device_activations`` again takes ~10 s of CPU on the catalog for 10,660 rows."""
     unstored = unstored_views()
-    files, deps = view_graph(con)
-    readers: dict[str, set[str]] = {name: set() for name in files}
-    for name, reads in deps.items():
+    readers: dict[str, set[str]] = {name: set() for name in graph.order}
+    for name, reads in graph.reads.items():
         for read in reads:
             readers[read].add(name)
     return {
         name
-        for name, f in files.items()
+        for name in graph.order
         if name in unstored
-        and f.layer == "int"
+        and files[name].layer == "int"
         and len(readers[name]) == 1
         and files[next(iter(readers[name]))].layer == "reports"
     }
@@ -833,6 +844,13 @@ def recorded_graph(con: duckdb.DuckDBPyConnection) -> ViewGraph | None:
     """The view graph the last full refresh recorded, or None when a view of the store came,
     went or was created from other SQL since (``derived.sources``) or none was recorded."""
     db = _quote(_current_database(con))
+    (recorded,) = con.execute(
+        "select count(*) from duckdb_tables() where database_name = current_database() and schema_name = ? "
+        "and table_name in (?, ?)",
+        [DERIVED, _GRAPH, SOURCES_TABLE],
+    ).fetchone()
+    if recorded < 2:  # none recorded (a new or an older store); never a name DuckDB looks up elsewhere
+        return None
     try:
         rows = con.execute(
             f"select g.view, g.reads, g.tables, g.sql_md5 is not distinct from s.sql_md5 "
@@ -848,11 +866,9 @@ def recorded_graph(con: duckdb.DuckDBPyConnection) -> ViewGraph | None:
     return ViewGraph([r[0] for r in rows], {r[0]: set(r[1]) for r in rows}, {r[0]: set(r[2]) for r in rows})
 
 
-def _record_graph(con: duckdb.DuckDBPyConnection, files) -> None:
+def _record_graph(con: duckdb.DuckDBPyConnection, graph: ViewGraph) -> None:
     db = _quote(_current_database(con))
-    _, deps = view_graph(con)
-    tables = view_reads(con)
-    names = [f.name for f in files]
+    deps, tables, names = graph.reads, graph.tables, graph.order
     con.execute(f"drop table if exists {db}.{DERIVED}.{_GRAPH}")
     con.execute(
         f"create table {db}.{DERIVED}.{_GRAPH} as "

@@ -104,6 +104,10 @@ def test_a_parameter_change_through_a_raw_connection_is_never_read_stale(store_o
     """Materialized rows, then the GPU's HBM bandwidth doubled through plain SQL: store.connect
     must read the new figure (memory_s halves: bytes / bandwidth), never the cached one."""
     db = _copy(store_of(MODEL), tmp_path)
+    with duckdb.connect(str(db)) as raw:  # the point's deployment and workload: what POINT reads
+        keep_deployments(raw, [DEPLOYMENT])
+        raw.execute("delete from workloads where workload <> ?", [WORKLOAD])
+        refresh(raw)
     con = connect(db)
     ((_, memory_s, total_bytes),) = con.execute(POINT).fetchall()
     assert "step_sol" in _shadowed(con)
@@ -128,10 +132,27 @@ def test_a_parameter_change_through_a_raw_connection_is_never_read_stale(store_o
     assert api.query(POINT, db=db).column("memory_s")[0].as_py() == pytest.approx(memory_s / 2, rel=1e-12)
 
 
-def test_a_writable_connection_reads_live_views_so_its_own_writes_show(store_of, tmp_path):
+# The one-model store cut to two deployments and three workloads (``prefill_1``, which the
+# tests below remove, among them), its derived rows computed: a test that writes a copy and
+# reads views back computes them over this grid, not the whole default one.
+SMALL_DEPLOYMENTS = ("8xH200-tp8", "1xH200-single")
+SMALL_WORKLOADS = ("prefill_1", "prefill_2k", "decode_b64_c2k")
+
+
+@pytest.fixture(scope="module")
+def small_store(store_of, tmp_path_factory):
+    db = _copy(store_of("Meta-Llama-3.1-8B"), tmp_path_factory.mktemp("small"))
+    with duckdb.connect(str(db)) as con:
+        keep_deployments(con, SMALL_DEPLOYMENTS)
+        con.execute("delete from workloads where workload not in (select unnest(?::varchar[]))", [SMALL_WORKLOADS])
+        refresh(con)
+    return db
+
+
+def test_a_writable_connection_reads_live_views_so_its_own_writes_show(small_store, tmp_path):
     """A write through a writable store connection, raw SQL or archsql's helpers, is read back
     on that connection: it is never shadowed by the derived tables."""
-    db = _copy(store_of("Meta-Llama-3.1-8B"), tmp_path)
+    db = _copy(small_store, tmp_path)
     con = connect(db, read_only=False)
     assert _shadowed(con) == set()
     (before,) = con.execute("select count(*) from step_sol").fetchone()
@@ -170,8 +191,8 @@ def test_every_parameter_table_is_in_the_fingerprint(store_of, tmp_path, table):
         assert not freshness(raw).fresh
 
 
-def test_a_view_recreated_with_other_sql_makes_the_derived_tables_stale(store_of, tmp_path):
-    db = _copy(store_of("Meta-Llama-3.1-8B"), tmp_path)
+def test_a_view_recreated_with_other_sql_makes_the_derived_tables_stale(small_store, tmp_path):
+    db = _copy(small_store, tmp_path)
     views = tmp_path / "views"
     shutil.copytree(VIEWS_DIR, views)
     step_sol = views / "reports" / "step_sol.sql"
@@ -235,12 +256,12 @@ def test_a_filtered_point_query_touches_only_its_rows(models_db, tmp_path):
 # ------------------------------------------------------------------ the command line
 
 
-def test_cli_says_when_it_reads_live_views_and_refresh_makes_them_current(store_of, tmp_path):
+def test_cli_says_when_it_reads_live_views_and_refresh_makes_them_current(small_store, tmp_path):
     from click.testing import CliRunner
 
     from archsql.cli import cli
 
-    db = _copy(store_of("Meta-Llama-3.1-8B"), tmp_path)
+    db = _copy(small_store, tmp_path)
     sql = "select count(*) as n from step_sol"
     fresh = CliRunner().invoke(cli, ["--db", str(db), "sql", sql, "--format", "csv"])
     assert fresh.exit_code == 0 and "note:" not in fresh.stderr

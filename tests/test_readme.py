@@ -22,8 +22,9 @@ import pytest
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
-# the models the README's queries, sweeps and explanations name
-STORE_MODELS = ("DeepSeek-V3", "Meta-Llama-3.1-70B", "Meta-Llama-3.1-8B", "Qwen3-30B-A3B")
+# the models the README's queries, sweeps and explanations name, in the order of the store
+# tests/test_fusion_rules.py and test_fusion_kernels.py read: one build per test run
+STORE_MODELS = ("Meta-Llama-3.1-8B", "Qwen3-30B-A3B", "DeepSeek-V3")
 # lines that install the package or run the test suite (see the module docstring), and the
 # lines that start Spark, which the Spark tests run when asked (ARCHSQL_SPARK_TESTS=1,
 # tests/test_spark.py): a Spark session costs half a minute of the suite's two cores

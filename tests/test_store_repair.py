@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from archsql import api
 from archsql.cli import cli
 from archsql.errors import StoreError
-from archsql.store import connect
+from archsql.store import connect, keep_deployments, refresh
 
 MODELS = ("Qwen3-0.6B", "Meta-Llama-3.1-8B")  # the store tests/test_cli.py reads too
 ANSWER = """
@@ -29,8 +29,16 @@ WORKLOAD = {"workload": "mine", "phase": "decode", "batch": 3, "new_tokens": 1, 
 
 
 @pytest.fixture(scope="module")
-def sound(store_of):
-    return store_of(*MODELS)
+def sound(store_of, tmp_path_factory):
+    """The two-model store cut to the deployment and workloads ANSWER reads, its derived rows
+    computed: a repair computes every derived row again, over this grid, not the whole one."""
+    path = tmp_path_factory.mktemp("sound") / "store.duckdb"
+    shutil.copy(store_of(*MODELS), path)
+    with duckdb.connect(str(path)) as con:
+        keep_deployments(con, ["1xH200-single"])
+        con.execute("delete from workloads where workload not in ('prefill_2k', 'decode_b1_c2k')")
+        refresh(con)
+    return path
 
 
 @pytest.fixture(scope="module")

@@ -216,7 +216,7 @@ class Reconciler:
         ]
         if key not in self._stores:
             db = self.folder / f"{key}.duckdb"
-            write_store(db, analysis.tables)
+            write_store(db, analysis.tables, refresh_derived=False)  # read live: the reconciliation views only
             self._stores[key] = db
         return reconcile(None, checkpoint, model=analysis.model, profile="native", store=self._stores[key])
 
