@@ -1,4 +1,4 @@
--- Points of each saved sweep (archsql sweep … --save NAME) that fit, tokens/s per GPU vs per user, its Pareto frontier marked and each point's layout; stale when the model was built again after the sweep was saved.
+-- Points of each saved sweep (archsql sweep MODEL --save NAME) that fit, tokens/s per GPU vs per user, its Pareto frontier marked and each point's layout; stale when the model was built again after the sweep was saved.
 with
 points as (
     select
