@@ -276,3 +276,20 @@ def test_measured_vs_sol_reads_the_corpus_partitions_and_matches_duckdb(spark, s
     assert not parity.compare("measured_vs_sol", duck, got)
     measured = sum(1 for r in got.select(["matched"]).to_pylist() if r["matched"])
     assert measured > 0  # the corpus rows were matched, not only the SOL side
+
+
+@needs_spark
+def test_sweep_on_spark_gives_the_duckdb_sweep_rows(spark, small_store, small_dataset):
+    """``archsql sweep --engine spark``: the same grid (2 layouts × 2 batches × 1 context × both
+    phases = 8 rows) over the dataset's partitions of the model gives DuckDB's sweep rows."""
+    from archsql import sweep as sweeps
+    from archsql.spark.engine import sweep
+
+    plan = sweeps.plan(["H200 SXM"], [8], [1, 16], [8192], phase="both", degrees={"tp": [1, 8], "ep": [1]})
+    model = "Meta-Llama-3.1-8B"
+    duck = sweeps.sweep(model, small_store, plan.deployments, plan.workloads)
+    got = sweep(model, small_store, small_dataset, plan.deployments, plan.workloads, spark=spark)
+    assert duck.num_rows == len(plan.deployments) * len(plan.workloads) == 8
+    assert not parity.compare("sweep", duck, got)
+    assert got.column("time_s").to_pylist()  # SOL times, not NULLs
+    assert all(t is not None and t > 0 for t in got.column("time_s").to_pylist())
