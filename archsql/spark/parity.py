@@ -198,7 +198,9 @@ def compare_parquet(con, view: str, relation: str, spark_files: str | Path, rel:
             con.execute(f"drop view if exists {name}")
 
 
-def compare_views(spark, db: str | Path, views: Iterable[str], workdir: str | Path, rel: float = REL):
+def compare_views(
+    spark, db: str | Path, views: Iterable[str], workdir: str | Path, rel: float = REL, memory_limit: str = "2GB"
+):
     """Every view of ``views`` (created on ``spark``, in dependency order) against the DuckDB
     store ``db``: Spark writes each view's rows to ``workdir/<view>/`` as Parquet, DuckDB
     computes each view once (:func:`archsql.views.computed_once`) and compares
@@ -208,6 +210,10 @@ def compare_views(spark, db: str | Path, views: Iterable[str], workdir: str | Pa
 
     wanted = list(views)
     con = connect(Path(db), read_only=True, derived=False)
+    # every view computed once is a temporary table: the full catalog's ~10 M rows held in
+    # memory beside Spark's JVM got the process killed (OOM, 7.5 GB); spill them to disk
+    con.execute(f"set memory_limit = '{memory_limit}'")
+    con.execute(f"set temp_directory = '{(Path(workdir) / '.duckdb_spill').as_posix()}'")
     try:
         with computed_once(con, views=wanted):
             for name in wanted:
