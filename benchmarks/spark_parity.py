@@ -14,6 +14,7 @@ Exit status 1 when a view differs or fails on Spark.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "4g",
+            "spark.ui.showConsoleProgress": "false",
         }
     )
     manifest = read_manifest(args.dataset)
@@ -47,16 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"spark: {len(order)} views in {time.perf_counter() - t0:.1f} s", flush=True)
     t0 = time.perf_counter()
-    duck = parity.duckdb_rows(args.db, order)
-    print(f"duckdb: {len(order)} views in {time.perf_counter() - t0:.1f} s", flush=True)
     differ = 0
     rows = 0
-    for name in order:
-        mismatches = parity.compare(name, duck[name], spark.table(f"`{name}`").toArrow())
-        rows += duck[name].num_rows
-        differ += bool(mismatches)
-        for m in mismatches:
-            print(m)
+    with tempfile.TemporaryDirectory() as work:
+        for _name, n, mismatches in parity.compare_views(spark, args.db, order, work):
+            rows += n
+            differ += bool(mismatches)
+            for m in mismatches:
+                print(m, flush=True)
+    print(f"compared (Spark's rows written, DuckDB's computed): {time.perf_counter() - t0:.1f} s", flush=True)
     print(f"{len(order) - differ} of {len(order)} views equal ({rows:,} rows compared)")
     spark.stop()
     return 1 if differ else 0

@@ -15,7 +15,7 @@ Semantics the views rely on are set on the session (:data:`SESSION_CONF`): non-A
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ def session(conf: Mapping[str, str] | None = None) -> SparkSession:
     builder = SparkSession.builder.appName("archsql")
     settings = {
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+        "spark.ui.showConsoleProgress": "false",  # no progress bars on the terminal's stderr
         **(conf or {}),
         **SESSION_CONF,
     }
@@ -239,7 +240,7 @@ def timed(spark: SparkSession, sql: str) -> tuple[pa.Table, float]:
 
 
 def sweep(
-    model: str,
+    model: str | Sequence[str],
     db: str | Path,
     directory: str | Path,
     deployments: list[dict],
@@ -247,19 +248,27 @@ def sweep(
     spark: SparkSession | None = None,
 ) -> pa.Table:
     """:func:`archsql.sweep.sweep` on Spark: the same grid rows (expanded and checked by the
-    store's own code in a transaction rolled back), the same query (``SWEEP_SQL``), over the
-    dataset's evaluated tables of ``model`` (its ``model=`` partitions only)."""
-    from archsql.store import DEPLOYMENT_TABLES, WORKLOAD_TABLES, connect, insert_deployments, insert_rows
-    from archsql.sweep import SWEEP_SQL
+    store's own code, in temporary tables of a read-only connection), the same query
+    (``SWEEP_SQL``), over the dataset's evaluated tables of ``model`` (its ``model=``
+    partitions only).  ``model`` a list: one Spark job sweeps the grid for each of those
+    models (the unit a cluster runs: the models' partitions read in parallel), the rows
+    with a ``model`` column first."""
+    from archsql.store import DEPLOYMENT_TABLES, WORKLOAD_TABLES, connect, scope_grid
 
+    models = [model] if isinstance(model, str) else list(model)
     if not deployments or not workloads:
         raise QueryError("the sweep grid is empty: no GPU count is divisible by the given tp / cp / pp / ep degrees")
+    if not models:
+        raise QueryError("no model to sweep")
     manifest = read_manifest(directory)
-    con = connect(Path(db), read_only=False, derived=False)
+    unknown = [m for m in models if m not in _models(directory, manifest)]
+    if unknown:
+        raise QueryError(f"model '{unknown[0]}' is not in the dataset {directory}; export a store that has it")
+    # the grid rows as the DuckDB sweep writes them (defaults, derived columns, checks): into
+    # temporary tables of a read-only connection, nothing written to the store
+    con = connect(Path(db), read_only=True, derived=False)
     try:
-        con.begin()
-        insert_deployments(con, deployments)
-        insert_rows(con, "workloads", workloads)
+        scope_grid(con, models[0], deployments, workloads)
         problems = con.execute(
             "select name, problem from parameter_checks where name like 'sweep:%' order by all"
         ).fetchall()
@@ -268,29 +277,51 @@ def sweep(
         grid = {}
         for name in (*DEPLOYMENT_TABLES, *WORKLOAD_TABLES):
             key = "deployment" if name in DEPLOYMENT_TABLES else "workload"
-            grid[name] = con.sql(f"select * from {name} where {key} like 'sweep:%'").to_arrow_table()
-        con.rollback()
+            grid[name] = con.sql(f"select * from temp.main.{name} where {key} like 'sweep:%'").to_arrow_table()
     finally:
         con.close()
-    if model not in _models(directory, manifest):
-        raise QueryError(f"model '{model}' is not in the dataset {directory}; export a store that has it")
     spark = spark or session()
     register_tables(spark, directory, manifest)
-    for name, entry in manifest["tables"].items():  # the model's partitions only
+    chosen = ", ".join(f"'{_quote(m)}'" for m in models)
+    for name, entry in manifest["tables"].items():  # the models' partitions only
         if "model" in entry.get("partition_by", []):
-            spark.table(name).where(f"model = '{_quote(model)}'").createOrReplaceTempView(name)
+            spark.table(name).where(f"model in ({chosen})").createOrReplaceTempView(name)
     for name, rows in grid.items():
         _frame(spark, rows, schema_of(manifest["tables"][name])).createOrReplaceTempView(name)
-    sql = SWEEP_SQL.replace("?", f"'{_quote(model)}'")
+    tree = _sweep_query(models, several=not isinstance(model, str))
+    from sqlglot import exp
+
+    reads = {t.name.lower() for t in tree.find_all(exp.Table)}
+    # each view computed once, in dependency order, from the rows of the ones before (as
+    # DuckDB's sweep does, archsql.views.computed_once): a view made from the plans of all the
+    # views under it is one tree the size of the whole chain, and analyzing the per-device
+    # views' tree ran the driver out of memory
+    create_views(spark, manifest, only=reads, materialize=True)
+    try:
+        return spark.sql(to_spark(tree.sql(dialect="duckdb"))).toArrow()
+    except Exception as exc:
+        raise EngineError(issues=[Issue(f"Spark rejected the sweep query: {_message(exc)}")]) from None
+
+
+def _sweep_query(models: list[str], *, several: bool):
+    """``SWEEP_SQL`` with its one model parameter bound to ``models`` (``s.model in (…)``);
+    ``several``: the model as the first column."""
     import sqlglot
     from sqlglot import exp
 
-    reads = {t.name.lower() for t in sqlglot.parse_one(sql, dialect="duckdb").find_all(exp.Table)}
-    create_views(spark, manifest, only=reads)
-    try:
-        return spark.sql(to_spark(sql)).toArrow()
-    except Exception as exc:
-        raise EngineError(issues=[Issue(f"Spark rejected the sweep query: {_message(exc)}")]) from None
+    from archsql.sweep import SWEEP_SQL
+
+    tree = sqlglot.parse_one(SWEEP_SQL, dialect="duckdb")
+    (param,) = list(tree.find_all(exp.Placeholder))
+    eq = param.parent
+    eq.replace(exp.column("model", "s").isin(*(exp.Literal.string(m) for m in models)))
+    if several:
+        tree.set("expressions", [exp.column("model", "s"), *tree.expressions])
+        tree.set(
+            "order",
+            exp.Order(expressions=[exp.Ordered(this=exp.column("model", "s")), *tree.args["order"].expressions]),
+        )
+    return tree
 
 
 def _quote(text: str) -> str:
