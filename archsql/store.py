@@ -201,7 +201,10 @@ def write_store(
         views_stand = existing >= _ALL_TABLES and sources_current(con)
         if not replace_models and "models" in existing:
             _refuse_present_models(con, models)
-        before = snapshot(con) if not params else Snapshot(False, {})  # a whole parameter table: all rows
+        # parameter tables given whole: when one holds other rows than before, its digest moves and
+        # refresh_changed computes every derived row again; when it holds the same rows (a design
+        # command writing the contexts it wrote last time), only the models' rows are
+        before = snapshot(con)
         for name, table in evaluated.items():
             _write_evaluated(con, name, table, models, exists=name in existing)
         for name in PARAMETER_TABLES:

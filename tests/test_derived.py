@@ -402,7 +402,25 @@ WRITES = {
         lambda db: api.build(["Meta-Llama-3.1-8B"], db=db),
         {"model_summary": True, "step_sol": True, "int_deployment_axes": False},
     ),
+    # a writer that gives whole parameter tables (the design commands): the same rows as the
+    # store's move no digest, so only the model's rows are computed
+    "model added, with the store's own workloads given": (
+        lambda db: _write_model_with_workloads(db, "Qwen3-0.6B", _stored_workloads(db)),
+        {"model_summary": True, "step_sol": True, "int_deployment_axes": False, "int_gpu_specs": False},
+    ),
 }
+
+
+def _stored_workloads(db):
+    with connect(db) as con:
+        return con.sql("select * from main.workloads order by workload desc").to_arrow_table()
+
+
+def _write_model_with_workloads(db, model, workloads):
+    from archsql.store import write_store
+
+    tables, _ = api.evaluate_all([model])
+    write_store(db, {**tables, "workloads": workloads})
 
 
 @pytest.mark.parametrize("kind", list(WRITES))
@@ -452,6 +470,27 @@ def test_a_write_after_a_raw_sql_change_computes_everything_again(cut_store, tmp
 
     monkeypatch.setattr(archsql.store, "refresh", counted)
     api.add_workload("decode_b8_c4k", db=db, phase="decode", batch=8, context=4096)
+    monkeypatch.undo()
+    assert full_refreshes == [1]
+    _assert_derived_rows_are_the_live_rows(db)
+
+
+def test_a_model_written_with_other_parameter_rows_computes_everything_again(cut_store, tmp_path, monkeypatch):
+    """A writer giving a whole workloads table with one row fewer: every derived row of every
+    model reads the workloads, so all are computed (not only the written model's)."""
+    import archsql.store
+
+    db = _copy(cut_store, tmp_path)
+    full_refreshes = []
+    whole = archsql.store.refresh
+
+    def counted(con):
+        full_refreshes.append(1)
+        return whole(con)
+
+    workloads = _stored_workloads(db)
+    monkeypatch.setattr(archsql.store, "refresh", counted)
+    _write_model_with_workloads(db, "Qwen3-0.6B", workloads.slice(1))
     monkeypatch.undo()
     assert full_refreshes == [1]
     _assert_derived_rows_are_the_live_rows(db)
