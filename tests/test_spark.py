@@ -121,6 +121,16 @@ def test_a_cast_of_a_fraction_rounds_half_to_even_as_duckdb():
     assert "BROUND" in to_spark("select x::bigint from t").upper()
 
 
+@pytest.mark.parametrize("schema", [None, {"corpus": {"op_kind": "varchar", "m": "bigint"}}])
+def test_a_whole_row_to_json_is_a_struct_of_its_columns(schema):
+    """DuckDB's to_json(c) of a table alias (int_kernel_measured_keys reads a corpus row's
+    signature fields from it) is Spark's to_json(struct(c.*)), with or without the columns
+    qualified against a schema (qualified, the alias is a TableColumn: Spark read it as a
+    column named c and refused the view)."""
+    text = to_spark("select to_json(c) as j from corpus as c", schema)
+    assert "TO_JSON(STRUCT(c.*))" in "".join(text.split())
+
+
 # -- the dataset -----------------------------------------------------------------------------
 
 

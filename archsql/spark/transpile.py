@@ -418,8 +418,11 @@ def _rewrite_scalars(tree: exp.Expression) -> exp.Expression:
             return _fn("array_intersect", *[e.copy() for e in node.expressions])
         if name == "error":
             return _fn("raise_error", *[e.copy() for e in node.expressions])
-        if name == "to_json" and isinstance(node.expressions[0], exp.Column) and not node.expressions[0].table:
-            alias = node.expressions[0].name
+        # a whole row: DuckDB's to_json(c) of a table alias (a TableColumn once the columns are
+        # qualified against a schema, a bare Column before) is Spark's to_json(struct(c.*))
+        row = node.expressions[0] if name == "to_json" else None
+        if isinstance(row, exp.TableColumn) or (isinstance(row, exp.Column) and not row.table):
+            alias = row.name
             return _fn("to_json", _parse(f"struct({alias}.*)"))
         if isinstance(node, exp.JSONExtractScalar) and not isinstance(node.expression, exp.JSONPath | exp.Literal):
             return _fn(
