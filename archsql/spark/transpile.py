@@ -402,6 +402,9 @@ def _format(node: exp.Expression) -> exp.Expression:
 
 def _rewrite_scalars(tree: exp.Expression) -> exp.Expression:
     def one(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
+            node.set("materialized", None)  # DuckDB's `as [not] materialized` hint: Spark has none
+            return node
         name = node.name.lower() if isinstance(node, exp.Anonymous) else None
         if isinstance(node, exp.Format) or name == "format":
             return _format(node)
