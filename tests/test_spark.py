@@ -139,6 +139,14 @@ def test_a_cte_materialization_hint_is_dropped(hint):
     assert "MATERIALIZED" not in text.upper() and "WITH x AS (" in text
 
 
+def test_list_resize_is_a_slice_padded_with_the_fill():
+    """DuckDB's list_resize(l, n, fill) (the corpus's version_order macro) keeps the first n
+    and pads with fill up to n; Spark has no such function."""
+    assert duckdb.sql("select list_resize([1, 2, 3], 2, 0), list_resize([1], 3, 0)").fetchall() == [([1, 2], [1, 0, 0])]
+    text = "".join(to_spark("select list_resize(l, 4, 0) as r from t").split()).upper()
+    assert "LIST_RESIZE" not in text and "SLICE(L,1,4)" in text and "ARRAY_REPEAT(0,GREATEST(4-SIZE(L),0))" in text
+
+
 # -- the dataset -----------------------------------------------------------------------------
 
 

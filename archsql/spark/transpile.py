@@ -417,6 +417,17 @@ def _rewrite_scalars(tree: exp.Expression) -> exp.Expression:
         if name == "list_has_all":
             a, b = node.expressions
             return exp.EQ(this=_fn("size", _fn("array_except", b.copy(), a.copy())), expression=exp.Literal.number(0))
+        if name == "list_resize":  # the first n, padded with fill (NULL without one) up to n
+            values, size, *fill = node.expressions
+            pad = fill[0].copy() if fill else exp.Null()
+            short = _fn(
+                "greatest", exp.Sub(this=size.copy(), expression=_fn("size", values.copy())), exp.Literal.number(0)
+            )
+            return _fn(
+                "concat",
+                _fn("slice", values.copy(), exp.Literal.number(1), size.copy()),
+                _fn("array_repeat", pad, short),
+            )
         if name == "list_intersect":
             return _fn("array_intersect", *[e.copy() for e in node.expressions])
         if name == "error":
