@@ -47,18 +47,7 @@ saved as (
 )
 
 select
-    p.model,
-    p.sweep,
-    p.layout,
-    p.deployment,
-    p.gpu,
-    p.gpus,
-    p.batch,
-    p.context,
-    p.ttft_s,
-    p.tpot_s,
-    p.tokens_per_s_per_gpu,
-    p.tokens_per_s_per_user,
+    p.*,
     d.model is null as on_frontier,
     strftime(s.saved_at_utc, '%Y-%m-%d %H:%M:%S') as saved_at_utc,
     s.grid,
