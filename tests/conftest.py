@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -69,9 +71,10 @@ def _env(**values: str):
                 os.environ[k] = v
 
 
-def shared_store(root: Path, models: tuple[str, ...]) -> Path:
+def shared_store(root: Path, models: tuple[str, ...], threads: int | None = None) -> Path:
     """The store of ``models`` (the catalog when none) under ``root``, built by the first caller
-    under a file lock (the others wait and read the same file)."""
+    under a file lock (the others wait and read the same file).  ``threads``: DuckDB's threads
+    for the build (default: one per core, since the other worker is often waiting on it)."""
     from archsql.api import build
 
     root.mkdir(parents=True, exist_ok=True)
@@ -82,11 +85,53 @@ def shared_store(root: Path, models: tuple[str, ...]) -> Path:
         if not built.exists():
             shutil.rmtree(db.parent, ignore_errors=True)
             db.parent.mkdir(parents=True)
-            # every core's thread: the other worker is often waiting on this very build
-            with _env(ARCHSQL_THREADS=str(os.cpu_count() or 1)):
+            with _env(ARCHSQL_THREADS=str(threads or os.cpu_count() or 1)):
                 build(list(models) or None, db=db)
             built.write_text("\n".join(models) or "catalog")
     return db
+
+
+def _shared_stores(tmp_path_factory) -> Path:
+    return _run_folder(tmp_path_factory) / "shared-stores"
+
+
+def _uses_catalog(item: pytest.Item) -> bool:
+    return "catalog_db" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files that read the whole catalog run last (a stable sort: each file's own order
+    is kept, and every xdist worker sorts the same way): the catalog store is built in the
+    background meanwhile (:func:`_catalog_in_background`) instead of both workers waiting
+    ~1 min on it at the start."""
+    late = {item.path for item in items if _uses_catalog(item)}
+    items.sort(key=lambda item: item.path in late)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _catalog_in_background(request, tmp_path_factory, _cache_folder):
+    """When this run has tests that read the catalog store, one process (the first xdist
+    worker, or the only one) starts building it in a subprocess, on one DuckDB thread, under
+    :func:`shared_store`'s lock: a test that needs it first waits on the lock, and a build
+    that failed is done again by that test (which then shows the error)."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or not any(map(_uses_catalog, request.session.items)):
+        yield
+        return
+    root = _shared_stores(tmp_path_factory)
+    root.mkdir(parents=True, exist_ok=True)
+    log = root / "catalog-build.log"
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import conftest; " \
+        f"conftest.shared_store(conftest.Path({str(root)!r}), (), threads=1)"  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        try:
+            proc.wait(timeout=600)  # a worker may still be waiting on it
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -94,8 +139,8 @@ def store_of(tmp_path_factory):
     """``store_of(*models)``: the path of a store of those models (the whole catalog when none
     are named) with the default parameter tables, built once per test run per set of models and
     shared by the xdist workers (:func:`shared_store`).  Read it, or copy it before writing."""
-    root = _run_folder(tmp_path_factory) / "shared-stores"
-    root.mkdir(exist_ok=True)
+    root = _shared_stores(tmp_path_factory)
+    root.mkdir(parents=True, exist_ok=True)
     return lambda *models: shared_store(root, models)
 
 
