@@ -10,25 +10,14 @@ params as (
     from int_node_params
 ),
 
-schedule as (
-    select model, stack, template, count(*) as layers
-    from base_layer_schedule
-    group by model, stack, template
+outline as (
+    select model, uid, template_layers, output_shape
+    from int_node_outline
 ),
 
 instances as (
     select model, uid, count
     from base_instances
-),
-
-shapes as (
-    select
-        model,
-        uid,
-        string_agg(coalesce(cast(size as varchar), symbol, dim), ' × ' order by axis) as output_shape
-    from base_shapes
-    where phase = 'prefill'
-    group by model, uid
 ),
 
 inputs as (
@@ -52,7 +41,7 @@ select
     n.uid,
     n.stack,
     n.template,
-    l.layers as template_layers,
+    o.template_layers,
     n.component,
     n.path,
     n.op,
@@ -62,15 +51,14 @@ select
     n.in_decode,
     i.count as instances,
     p.params,
-    s.output_shape,
+    o.output_shape,
     e.inputs,
     f.flops_symbolic,
     f.flops_bound
 from nodes as n
-left join schedule as l on l.model = n.model and l.stack = n.stack and l.template = n.template
+left join outline as o on o.model = n.model and o.uid = n.uid
 left join instances as i on i.model = n.model and i.uid = n.uid
 left join params as p on p.model = n.model and p.uid = n.uid
-left join shapes as s on s.model = n.model and s.uid = n.uid
 left join inputs as e on e.model = n.model and e.uid = n.uid
 left join flops as f on f.model = n.model and f.uid = n.uid
 order by n.model, n.stack nulls first, n.template nulls first, n.component, n.uid

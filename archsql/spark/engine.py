@@ -127,7 +127,7 @@ def create_views(
     in dependency order, each transpiled from its DuckDB file.  ``materialize``: compute each
     view's rows once it is created (``localCheckpoint``: the rows, without the plan that made
     them), so the views after it read those rows — :func:`archsql.views.computed_once` on Spark."""
-    from archsql.views import _dependencies, _parse
+    from archsql.views import _parse, dependencies
 
     order = [v["name"] for v in manifest["views"]]
     files = {name: view_file(name) for name in order}
@@ -139,7 +139,7 @@ def create_views(
             n = stack.pop()
             if n not in wanted:
                 wanted.add(n)
-                stack.extend(_dependencies(files[n], _parse(files[n]), known, files))
+                stack.extend(dependencies(files[n], known, files))
         order = [n for n in order if n in wanted]
     schemas: dict[str, dict[str, str]] = {}
     for i, name in enumerate(order, start=1):

@@ -159,7 +159,7 @@ def create_views(con: duckdb.DuckDBPyConnection, views_dir: str | Path | None = 
             issues=[Issue(f"view name '{n}' is already a table of the store", file=str(files[n].path)) for n in clash]
         )
     trees = {name: _parse(f) for name, f in files.items()}
-    order = _order(files, trees, set(schema))
+    order = _order(files, set(schema))
     for name in order:
         f = files[name]
         _validate(f, trees[name], schema)
@@ -368,7 +368,7 @@ def view_graph(
     relations = _relations(con)
     files = {f.name: f for f in view_files(views_dir) if relations.get(f.name) == "VIEW"}
     known = set(relations) | set(files)
-    return files, {name: _dependencies(f, _parse(f), known, files) for name, f in files.items()}
+    return files, {name: dependencies(f, known, files) for name, f in files.items()}
 
 
 def relations_read(con: duckdb.DuckDBPyConnection, sql: str) -> set[str] | None:
@@ -415,9 +415,9 @@ def _temp_relations(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0].lower() for r in rows}
 
 
-def _order(files: dict[str, ViewFile], trees: dict[str, exp.Expression], relations: set[str]) -> list[str]:
+def _order(files: dict[str, ViewFile], relations: set[str]) -> list[str]:
     known = relations | set(files)
-    deps = {name: _dependencies(files[name], trees[name], known, files) for name in files}
+    deps = {name: dependencies(files[name], known, files) for name in files}
     return _topological(files, deps)
 
 
@@ -487,10 +487,9 @@ def _refs(f: ViewFile) -> _Refs:
     return _REFS[f.sql]
 
 
-def _dependencies(f: ViewFile, tree: exp.Expression | None, known: set[str], files) -> set[str]:
+def dependencies(f: ViewFile, known: set[str], files) -> set[str]:
     """The views of ``files`` that ``f`` reads; a name neither ``known`` nor a file, or a view
-    of a later layer, is a located :class:`QueryError` (``tree``: unused, the file's parse is
-    cached)."""
+    of a later layer, is a located :class:`QueryError` (the file's parse is cached)."""
     deps: set[str] = set()
     issues = []
     for i, name in _refs(f).reads():

@@ -39,25 +39,14 @@ nodes as (
     where not exists (select 1 from base_nodes as m where m.model = e.edit and m.uid = n.uid)
 ),
 
-schedule as (
-    select model, stack, template, count(*) as layers
-    from base_layer_schedule
-    group by model, stack, template
+outline as (
+    select model, uid, template_layers, output_shape
+    from int_node_outline
 ),
 
 params as (
     select model, uid, params
     from int_node_params
-),
-
-shapes as (
-    select
-        model,
-        uid,
-        string_agg(coalesce(cast(size as varchar), symbol, dim), ' × ' order by axis) as output_shape
-    from base_shapes
-    where phase = 'prefill'
-    group by model, uid
 )
 
 select
@@ -67,11 +56,11 @@ select
     n.uid,
     n.stack,
     n.template,
-    l.layers as template_layers,
+    o.template_layers,
     n.component,
     n.op,
     n.role,
-    s.output_shape,
+    o.output_shape,
     p.params,
     case
         when n.side = 'old' then 'removed'
@@ -82,7 +71,6 @@ select
     c.changed
 from nodes as n
 left join node_changes as c on c.edit = n.edit and c.uid = n.uid
-left join schedule as l on l.model = n.model and l.stack = n.stack and l.template = n.template
+left join outline as o on o.model = n.model and o.uid = n.uid
 left join params as p on p.model = n.model and p.uid = n.uid
-left join shapes as s on s.model = n.model and s.uid = n.uid
 order by n.created_at, n.edit, n.stack nulls first, n.template nulls first, n.component, n.uid
