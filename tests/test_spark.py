@@ -310,3 +310,20 @@ def test_sweep_on_spark_gives_the_duckdb_sweep_rows(spark, small_store, small_da
     assert not parity.compare("sweep", duck, got)
     assert got.column("time_s").to_pylist()  # SOL times, not NULLs
     assert all(t is not None and t > 0 for t in got.column("time_s").to_pylist())
+
+
+@needs_spark
+def test_sql_on_spark_answers_a_report_view_as_duckdb(spark, small_store, small_dataset):
+    """``archsql sql --engine spark`` over a report view at the end of a long chain (step_sol
+    reads ~50 views): each view it reads is computed once first, and the rows equal DuckDB's."""
+    from archsql.api import query as duck_query
+    from archsql.spark.engine import query
+
+    sql = (
+        "select model, deployment, workload, time_s, tokens_per_s from step_sol "
+        "where model = 'Meta-Llama-3.1-8B' order by deployment, workload"
+    )
+    duck = duck_query(sql, db=small_store)
+    got = query(sql, small_dataset, spark=spark)
+    assert duck.num_rows > 0
+    assert not parity.compare("step_sol", duck, got)

@@ -198,7 +198,10 @@ def open_dataset(
 
 def query(sql: str, directory: str | Path, spark: SparkSession | None = None) -> pa.Table:
     """Run a read-only query, written in DuckDB's dialect like every archsql query, on Spark
-    over the dataset in ``directory``; returns an Arrow table."""
+    over the dataset in ``directory``; returns an Arrow table.  The views it reads (and what
+    they read) are computed once each, in dependency order, before the query runs — as a
+    DuckDB store answers from its derived tables: planning a report view through its whole
+    chain of ~50 views at once ran the driver out of heap (as the sweep did)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError
@@ -219,7 +222,7 @@ def query(sql: str, directory: str | Path, spark: SparkSession | None = None) ->
         raise QueryError(
             issues=[Issue(f"unknown table or view '{m}' in the dataset", hint=did_you_mean(m, known)) for m in missing]
         )
-    spark = open_dataset(directory, spark, views=reads)
+    spark = open_dataset(directory, spark, views=reads, materialize=True)
     schemas = {r: _columns(spark, r) for r in reads if spark.catalog.tableExists(r)}
     try:
         return spark.sql(to_spark(sql, schemas)).toArrow()
