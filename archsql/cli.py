@@ -28,6 +28,7 @@ from archsql.output import (
     output_option,
     plural,
     printable,
+    progress_bar,
     report_errors,
 )
 from archsql.schema.tables import PHASES
@@ -148,7 +149,6 @@ def build(
     not read are named on stderr as warnings.
     """
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from archsql.specs import default_library
 
@@ -162,14 +162,7 @@ def build(
     for name in names:  # an unknown name fails before any work, with a "did you mean"
         library.model_path(name)
     err = console(stderr=True)
-    with Progress(
-        TextColumn("[bold]{task.description:<28}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=err.is_terminal,
-    ) as bar:
+    with progress_bar(err, 28) as bar:
         task = bar.add_task("evaluating", total=len(names))
 
         def step(model: str) -> None:
@@ -350,17 +343,9 @@ def export(db: Path, directory: Path, partition_by: tuple[str, ...], fmt: str) -
     """Write every table and view of the store as DIR/<name>.parquet, or (--partition-by) its
     tables as a partitioned Parquet dataset with a manifest (archsql sql --engine spark)."""
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = console(stderr=True)
-    with Progress(
-        TextColumn("[bold]{task.description:<36}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=err.is_terminal,
-    ) as bar:
+    with progress_bar(err, 36) as bar:
         task = bar.add_task("exporting", total=None)
 
         def step(name: str, done: int, total: int) -> None:

@@ -97,6 +97,21 @@ def console(stderr: bool = False) -> Console:
     return safe(file=stream, width=width or 100_000, color_system=None, highlight=False)
 
 
+def progress_bar(err: Console, description_width: int) -> Any:
+    """The CLI's progress bar on ``err``: a description padded to ``description_width``, the
+    bar, done / total and the time elapsed; on a terminal it is gone once the work is done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(f"[bold]{{task.description:<{description_width}}}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=err.is_terminal,
+    )
+
+
 def human(n: float | int | None) -> str:
     """8030261248 → '8.03 B': three significant digits and a K/M/B/T suffix."""
     if n is None:
