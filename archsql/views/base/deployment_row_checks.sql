@@ -4,9 +4,9 @@
 -- the answering views leave their deployments out, int_deployment_axes their degrees).
 with
 
--- the physical bound of a GPU count or a degree: 2^20
+-- the physical bound of a GPU count or a degree (the macro: 2^20)
 bounds as (
-    select 1048576 as max_gpus
+    select max_degree() as max_gpus
 ),
 
 deployments as (
