@@ -389,6 +389,8 @@ def version_keys(train: list[dict]) -> list[str]:
 
 def set_shares(con, shares: dict[str, float]) -> None:
     con.execute("delete from serving_constants where constant = 'first_wave_share' and contains(applies_to, '@')")
+    if not shares:  # DuckDB refuses executemany over no rows
+        return
     con.executemany(
         "insert into serving_constants (constant, applies_to, value) values ('first_wave_share', ?, ?)",
         [[k, v] for k, v in sorted(shares.items())],
