@@ -253,6 +253,26 @@ def test_sglang_stalls_decodes_for_prefill(shared):
     assert row["tpot_s"] == pytest.approx((2 * tp + 100 * td) / 100, rel=1e-9)
 
 
+def test_sglang_steady_requests_arrive_with_their_prefill_group(shared):
+    """SGLang 0.5.9 on one H200 under STEADY: the same 2 prompts of 3000 tokens per prefill step
+    and 5 groups as vLLM's case, but no mixed steps.  A waiting prefill batch runs before the
+    decode batch, so the 2 requests one prefill step admits start decoding in the same step and,
+    both with osl 101, finish in the same step; their clients send the next 2 requests together.
+    In the steady schedule a request therefore waits half a decode step, then its group's whole
+    prefill step of 2 prompts: td / 2 + 1 chunk · tp — not a lone prompt's share of the step
+    (td / 2 + tp - 3000 · b, b = (tp - 2 ms) / 6000), which a mixed scheduler's spread-out
+    arrivals give."""
+    row = shared["steady"]["sglang"]
+    assert (row["step_requests"], row["chunks"], row["prefill_groups"], row["mixed_steps"]) == (2, 1, 5, False)
+    # the same workloads as the vLLM case (decode batch 10 padded to 16), at the same constants
+    tp, td = shared["steady_steps"][P], shared["steady_steps"][D]
+    assert row["prefill_step_s"] == pytest.approx(tp, rel=1e-9)
+    assert row["decode_step_s"] == pytest.approx(td, rel=1e-9)
+    assert row["steady_ttft_s"] == pytest.approx(td / 2 + tp, rel=1e-9)
+    # TTFT: the request overhead, 1/4 of the wave (mean group 3.0: 3 · tp), 3/4 steady
+    assert row["ttft_s"] == pytest.approx(0.01 + 0.25 * 3.0 * tp + 0.75 * (td / 2 + tp), rel=1e-9)
+
+
 def test_long_prompt_is_chunked(shared):
     """vLLM chunks a 20000-token prompt into ceil(20000 / 8192) = 3 chunks of 8192; the mean
     chunk ends at (20000 + 8192) / 2 = 14096 tokens."""

@@ -8,8 +8,8 @@
 --   its decodes (mixed steps: it decodes one step's tokens in each);
 -- * steady: requests arrive as others finish, spread over the cycle; a step carries the
 --   running decodes and, on average, arrivals_per_step · isl prompt tokens at the prefill
---   step's cost per token; TTFT is half a step of waiting plus the steps of its own chunks,
---   TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
+--   step's cost per token; TTFT is half a step of waiting plus the steps of its own chunks
+--   (no mixed steps: the full prefill steps of the group it arrives with), TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
 --   token (no mixed steps).
 -- TTFT adds the framework's request overhead (receiving, tokenizing, scheduling a request and
 -- returning its first token: fitted, serving_constants; the framework version's own value where
@@ -156,12 +156,17 @@ regimes as (
     from scheduled
 ),
 
+-- steady TTFT without mixed steps (SGLang): a waiting prefill batch runs before the decode
+-- batch, so the requests one prefill step admits start decoding in the same step and, with one
+-- output length, finish in the same step; their clients send the next requests together, so
+-- requests arrive in groups of a prefill step's requests and a request's prefill is the full
+-- step (step_requests prompts), after half a decode step of waiting
 steady as (
     select
         *,
         case
             when mixed_steps then steady_step_s / 2 + chunks * (decode_step_s + chunk * prefill_token_s)
-            else decode_step_s / 2 + chunks * (prefill_step_s - (step_requests - 1) * chunk * prefill_token_s)
+            else decode_step_s / 2 + chunks * prefill_step_s
         end as steady_ttft_s,
         case
             when later_tokens <= 0 then null
