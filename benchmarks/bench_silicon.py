@@ -572,21 +572,43 @@ def fit(con, questions: list[dict], args_maxfev: int = 2500, version_shares: boo
                 "sweeps gets its own (framework@version), the others the framework's",
             )
         )
-    for key, (v, n, sweeps) in sorted(overheads.items()):
-        fitted.append(
-            dict(
-                constant="request_overhead_s",
-                applies_to=key,
-                value=float(f"{v:.6g}"),
-                unit=units.get("request_overhead_s"),
-                fitted_on=f"{fitted_on}; of them {n} rows, {sweeps} sweeps of {key} that do not queue",
-                method="benchmarks/bench_silicon.py --fit: closed form, the weighted median of measured TTFT - "
-                "(serving_estimates TTFT - overhead), weights 1 / measured TTFT (the overhead minimising "
-                f"their TTFT MAPE), the other constants held; a version with {MIN_VERSION_SWEEPS}+ sweeps "
-                "gets its own (framework@version), the others the framework's",
-            )
-        )
+    fitted += overhead_rows(overheads, fitted_on, units, "--fit")
     return sorted(fitted, key=lambda r: (r["constant"], r["applies_to"]))
+
+
+def overhead_rows(overheads: dict, fitted_on: str, units: dict, option: str) -> list[dict]:
+    """constants.csv rows of the request overheads fit_overheads found, with their provenance."""
+    return [
+        dict(
+            constant="request_overhead_s",
+            applies_to=key,
+            value=float(f"{v:.6g}"),
+            unit=units.get("request_overhead_s"),
+            fitted_on=f"{fitted_on}; of them {n} rows, {sweeps} sweeps of {key} that do not queue",
+            method=f"benchmarks/bench_silicon.py {option}: closed form, the weighted median of measured TTFT - "
+            "(serving_estimates TTFT - overhead), weights 1 / measured TTFT (the overhead minimising "
+            f"their TTFT MAPE), the other constants held; a version with {MIN_VERSION_SWEEPS}+ sweeps "
+            "gets its own (framework@version), the others the framework's",
+        )
+        for key, (v, n, sweeps) in sorted(overheads.items())
+    ]
+
+
+def fit_overheads_only(con, questions: list[dict]) -> list[dict]:
+    """Refit the request overheads alone (fit_overheads' closed form on the fit half), every other
+    constant held as constants.csv holds it (its own provenance kept); returns the file's rows."""
+    train = [q for q in questions if "est" in q and q["row"]["aic_comparable"] == "True" and half(q["row"]) == "fit"]
+    overheads = fit_overheads(con, train)
+    set_overheads(con, overheads)
+    table = serving_constants_table(SERVING_DIR).to_pylist()
+    units = {r["constant"]: r["unit"] for r in table}
+    fitted_on = (
+        f"silicon_dev.csv aic_comparable rows of the fit half (split_hash even): {len(train)} rows, "
+        f"{len({q['row']['split_hash'] for q in train})} sweeps"
+    )
+    kept = [r for r in table if r["constant"] != "request_overhead_s"]
+    rows = kept + overhead_rows(overheads, fitted_on, units, "--fit-overheads")
+    return sorted(rows, key=lambda r: (r["constant"], r["applies_to"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -594,6 +616,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="store to reuse (built with the needed models when missing)")
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="silicon_dev.csv")
     parser.add_argument("--fit", action="store_true", help="fit serving_constants on the fit half and write them")
+    parser.add_argument(
+        "--fit-overheads",
+        action="store_true",
+        help="refit only the request overheads (closed form) and write them, the other constants held",
+    )
     parser.add_argument("--maxfev", type=int, default=2500, help="--fit: at most this many evaluations of the view")
     parser.add_argument(
         "--op-cache",
@@ -660,6 +687,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         score(con, questions)
+        if args.fit_overheads:
+            write_constants(SERVING_DIR, fit_overheads_only(con, questions))
+            score(con, questions)
         if args.fit:
             constants = fit(con, questions, args.maxfev, args.version_shares)
             write_constants(SERVING_DIR, constants)
