@@ -30,7 +30,8 @@ from archsql.errors import Issue, QueryError, did_you_mean
 
 ESTIMATE_COLUMNS = (
     "serving_case, model, deployment, gpu, framework, version, version_assumed, isl, osl, concurrency, dp, "
-    "draft_tokens, acceptance_rate, max_batched_tokens, mixed_steps, kv_admission, max_running_requests, "
+    "draft_tokens, acceptance_rate, max_batched_tokens, mixed_steps, dp_contexts_aligned, kv_admission, "
+    "max_running_requests, "
     "rank_requests, kv_requests, admitted_requests, chunk, chunks, "
     "step_requests, prefill_groups, mean_group, prefill_workload, decode_workload, prefill_step_s, "
     "prefill_step_sol_s, prefill_token_s, decode_step_s, decode_step_sol_s, tokens_per_decode_step, "

@@ -89,6 +89,9 @@ CASES = [
     _case(serving_case="cap", version="0.15.1"),  # 10 clients, vLLM 0.15.1 capped at 4 (below)
     _case(serving_case="kv", version="0.11.2", concurrency=3000),  # 3000 clients, cap 1024
     _case(serving_case="reserve", framework="trtllm", version="1.2.0rc2", concurrency=3000),
+    # attention DP over 2 H200s, the MLP split over both (the fixture's "dp2"): TRT-LLM and vLLM
+    _case(serving_case="adp", framework="trtllm", version="1.2.0rc2", deployment="dp2"),
+    _case(serving_case="adp-vllm", deployment="dp2"),
     # disaggregated: prefill on x H100s (the fixture's deployment "h100"), decode on y H200s
     _case(serving_case="xpyd", prefill_deployment="h100", prefill_instances=2, decode_instances=1),
     _case(serving_case="xpyd-queue", prefill_deployment="h100", prefill_instances=1, concurrency=16),
@@ -114,6 +117,7 @@ def shared(llama, tmp_path_factory):
         {"deployment": "mi300x", "gpu": "MI300X", "like": "1xH200-single"},
         {"deployment": "h100", "gpu": "H100 SXM", "like": "1xH200-single"},
         {"deployment": "h100-fp8kv", "gpu": "H100 SXM", "kv_dtype": "fp8", "like": "1xH200-single"},
+        {"deployment": "dp2", "gpus": 2, "dp": 2, "moe_tp": 2, "like": "1xH200-single"},
     ]
     db = _copy(llama, tmp_path_factory.mktemp("serving"), {}, mi300x)
     con = store.connect(db, read_only=False, derived=False)
@@ -251,6 +255,51 @@ def test_sglang_stalls_decodes_for_prefill(shared):
     tp, td = row["prefill_step_s"], row["decode_step_s"]
     # every one of its 100 later tokens takes a decode step, plus 2 stalled prefill steps
     assert row["tpot_s"] == pytest.approx((2 * tp + 100 * td) / 100, rel=1e-9)
+
+
+def test_sglang_steady_requests_arrive_with_their_prefill_group(shared):
+    """SGLang 0.5.9 on one H200 under STEADY: the same 2 prompts of 3000 tokens per prefill step
+    and 5 groups as vLLM's case, but no mixed steps.  A waiting prefill batch runs before the
+    decode batch, so the 2 requests one prefill step admits start decoding in the same step and,
+    both with osl 101, finish in the same step; their clients send the next 2 requests together.
+    In the steady schedule a request therefore waits half a decode step, then its group's whole
+    prefill step of 2 prompts: td / 2 + 1 chunk · tp — not a lone prompt's share of the step
+    (td / 2 + tp - 3000 · b, b = (tp - 2 ms) / 6000), which a mixed scheduler's spread-out
+    arrivals give."""
+    row = shared["steady"]["sglang"]
+    assert (row["step_requests"], row["chunks"], row["prefill_groups"], row["mixed_steps"]) == (2, 1, 5, False)
+    # the same workloads as the vLLM case (decode batch 10 padded to 16), at the same constants
+    tp, td = shared["steady_steps"][P], shared["steady_steps"][D]
+    assert row["prefill_step_s"] == pytest.approx(tp, rel=1e-9)
+    assert row["decode_step_s"] == pytest.approx(td, rel=1e-9)
+    assert row["steady_ttft_s"] == pytest.approx(td / 2 + tp, rel=1e-9)
+    # TTFT: the request overhead, 1/4 of the wave (mean group 3.0: 3 · tp), 3/4 steady
+    assert row["ttft_s"] == pytest.approx(0.01 + 0.25 * 3.0 * tp + 0.75 * (td / 2 + tp), rel=1e-9)
+
+
+def test_attention_dp_contexts_not_aligned_follow_one_another(shared):
+    """TRT-LLM 1.2.0rc2 with attention DP over 2 H200s, isl 3000, osl 101, 10 clients, every
+    constant at the speed of light and the first wave only.  A rank holds ceil(10 / 2) = 5
+    requests; TRT-LLM does not chunk, and 8192 // 3000 = 2 whole prompts fit its token budget, so
+    a rank's prefill step holds 2 prompts (the step of 2 · 2 = 4 prompts over both ranks).
+    TRT-LLM does not align the ranks' context phases (frameworks.csv dp_contexts_aligned false:
+    AttentionDpConfig.enable_balance off), so each rank's groups take iterations of their own while
+    the other rank waits: the 2 ranks' 5 requests form ceil(10 / 2) = 5 groups of 2 in turn, a
+    request's mean group index (2 · (1 + 2 + 3 + 4) + 2 · 5) / 10 = 3.0, TTFT 3.0 · tp.  vLLM on
+    the same deployment (aligned) runs both ranks' groups together: ceil(5 / 2) = 3 groups, mean
+    index (2 · (1 + 2) + 1 · 3) / 5 = 1.8."""
+    trt, vllm = shared["sol"]["adp"], shared["sol"]["adp-vllm"]
+    assert (trt["dp"], trt["rank_requests"], trt["step_requests"], trt["chunks"]) == (2, 5, 2, 1)
+    assert (trt["dp_contexts_aligned"], vllm["dp_contexts_aligned"]) == (False, True)
+    assert trt["prefill_workload"] == "serve:prefill:b4:s3000:c3000"
+    assert (trt["prefill_groups"], vllm["prefill_groups"]) == (5, 3)
+    assert trt["mean_group"] == pytest.approx(3.0)
+    assert vllm["mean_group"] == pytest.approx(1.8)
+    tp, td = trt["prefill_step_s"], trt["decode_step_s"]
+    assert trt["ttft_s"] == pytest.approx(3.0 * tp, rel=1e-9)
+    # TPOT (mixed steps): the 5 - 3 = 2 later groups' steps carry one of its tokens each
+    assert trt["tpot_s"] == pytest.approx((2 * tp + 98 * td) / 100, rel=1e-9)
+    assert vllm["ttft_s"] == pytest.approx(1.8 * vllm["prefill_step_s"], rel=1e-9)
 
 
 def test_long_prompt_is_chunked(shared):

@@ -37,6 +37,9 @@ SERVING_FRAMEWORKS_SCHEMA = pa.schema(
         ("max_batched_tokens", pa.int64()),  # token budget of one step (prefill chunk size)
         ("chunked_prefill", pa.bool_()),  # a prompt longer than the budget is split over steps
         ("mixed_steps", pa.bool_()),  # prefill tokens share a step with the running decodes
+        # attention-DP ranks run their context (prefill) requests in the same iteration; false: each
+        # rank's prefill group takes an iteration of its own while the other ranks wait for it
+        ("dp_contexts_aligned", pa.bool_()),
         ("max_running_requests", pa.int64()),  # request cap per engine; null: set by memory
         # how the KV cache admits a request: 'paged' (blocks as tokens are computed; a running
         # request holds isl + osl/2 tokens on average) | 'reserve' (the blocks of isl + osl up front)

@@ -8,8 +8,8 @@
 --   its decodes (mixed steps: it decodes one step's tokens in each);
 -- * steady: requests arrive as others finish, spread over the cycle; a step carries the
 --   running decodes and, on average, arrivals_per_step · isl prompt tokens at the prefill
---   step's cost per token; TTFT is half a step of waiting plus the steps of its own chunks,
---   TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
+--   step's cost per token; TTFT is half a step of waiting plus the steps of its own chunks
+--   (no mixed steps: the full prefill steps of the group it arrives with), TPOT the mean step (mixed steps) or the decode step plus the prefill time per decoded
 --   token (no mixed steps).
 -- TTFT adds the framework's request overhead (receiving, tokenizing, scheduling a request and
 -- returning its first token: fitted, serving_constants; the framework version's own value where
@@ -50,7 +50,15 @@ steps as (
         end as kv_link_source,
         a.admitted_requests,
         a.running_workload,
-        cast(ceil(a.admitted_requests / s.step_requests) as bigint) as running_groups
+        -- attention DP without aligned contexts (TensorRT-LLM's default): each rank's prefill
+        -- groups take iterations of their own, every rank waiting for them, so the dp ranks'
+        -- groups follow one another: dp · g prefill steps, a request's group among dp · B
+        -- requests (aligned, or one rank: the B requests of its rank, g steps)
+        case when s.dp_contexts_aligned or s.disaggregated then 1 else s.dp end as serial_ranks,
+        cast(
+            ceil(a.admitted_requests * (case when s.dp_contexts_aligned or s.disaggregated then 1 else s.dp end)
+            / s.step_requests) as bigint
+        ) as running_groups
     from int_serving_steps as s
     inner join serving_admission as a on a.serving_case = s.serving_case
     left join base_deployments as dd on dd.deployment = s.deployment
@@ -106,8 +114,8 @@ timed as (
         -- mean group index of a request: groups 1 .. g-1 of step_requests, the last of the rest
         (
             s.step_requests * (s.running_groups - 1) * s.running_groups / 2
-            + (s.admitted_requests - s.step_requests * (s.running_groups - 1)) * s.running_groups
-        ) / s.admitted_requests as mean_group,
+            + (s.admitted_requests * s.serial_ranks - s.step_requests * (s.running_groups - 1)) * s.running_groups
+        ) / (s.admitted_requests * s.serial_ranks) as mean_group,
         -- accepted tokens per decode step: 1 + sum_{i=1..k} a^i
         case
             when s.draft_tokens = 0 or s.acceptance_rate = 0 then 1.0
@@ -156,12 +164,17 @@ regimes as (
     from scheduled
 ),
 
+-- steady TTFT without mixed steps (SGLang): a waiting prefill batch runs before the decode
+-- batch, so the requests one prefill step admits start decoding in the same step and, with one
+-- output length, finish in the same step; their clients send the next requests together, so
+-- requests arrive in groups of a prefill step's requests and a request's prefill is the full
+-- step (step_requests prompts), after half a decode step of waiting
 steady as (
     select
         *,
         case
             when mixed_steps then steady_step_s / 2 + chunks * (decode_step_s + chunk * prefill_token_s)
-            else decode_step_s / 2 + chunks * (prefill_step_s - (step_requests - 1) * chunk * prefill_token_s)
+            else decode_step_s / 2 + chunks * prefill_step_s
         end as steady_ttft_s,
         case
             when later_tokens <= 0 then null
@@ -268,6 +281,7 @@ select
     acceptance_rate,
     max_batched_tokens,
     mixed_steps,
+    dp_contexts_aligned,
     kv_admission,
     max_running_requests,
     rank_requests,
