@@ -29,6 +29,8 @@ from archsql.errors import Issue, QueryError, StoreError
 MANIFEST = "manifest.json"
 FORMAT = 1
 CORPUS = "kernel_corpus"
+# the manifest kind of the corpus entry: the import's own partition files, read in place
+CORPUS_KIND = "corpus"
 EXPORT_SCHEMA = pa.schema(
     [
         ("name", pa.string()),
@@ -137,14 +139,14 @@ def export_dataset(
         corpus = corpus_dir(db)
         if "kernel_corpus_sources" in tables and any(corpus.glob("*/*.parquet")):
             entries[CORPUS] = {
-                "kind": "corpus",
+                "kind": CORPUS_KIND,
                 "path": str(corpus.absolute()),
                 "glob": "*/*.parquet",
                 "partition_by": [],
                 "rows": None,
                 "schema": schema_json(CORPUS_SCHEMA),
             }
-            rows_out.append({"name": CORPUS, "kind": "corpus", "rows": None, "partitions": None, "path": str(corpus)})
+            rows_out.append({"name": CORPUS, "kind": CORPUS_KIND, "rows": None, "partitions": None, "path": str(corpus)})
     finally:
         con.close()
     manifest = {

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from archsql.errors import EngineError, Issue, QueryError
-from archsql.spark.dataset import CORPUS, read_manifest, schema_of
+from archsql.spark.dataset import CORPUS, CORPUS_KIND, read_manifest, schema_of
 from archsql.spark.transpile import to_spark, view_dirs
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def _read(spark: SparkSession, root: Path, name: str, entry: dict):
     schema = from_arrow_schema(schema_of(entry))
     path = Path(entry["path"])
     path = path if path.is_absolute() else root / path
-    if entry["kind"] == CORPUS:
+    if entry["kind"] == CORPUS_KIND:
         return spark.read.schema(schema).parquet(str(path / entry["glob"])).select("*", "_metadata.file_path")
     return spark.read.schema(schema).option("basePath", str(path)).parquet(str(path))
 
@@ -84,7 +84,7 @@ def register_tables(spark: SparkSession, directory: str | Path, manifest: dict |
     names = []
     for name, entry in manifest["tables"].items():
         df = _read(spark, root, name, entry)
-        if entry["kind"] == CORPUS:
+        if entry["kind"] == CORPUS_KIND:
             # the rows of partition files a committed kernel_corpus_sources row names, as the
             # store's kernel_corpus view reads them (archsql.kernel_corpus.storage._partitions_sql)
             df.createOrReplaceTempView("__kernel_corpus_files")
