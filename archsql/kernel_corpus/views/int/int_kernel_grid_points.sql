@@ -24,7 +24,8 @@ measured_keys as (
         latency_us,
         key
     from int_kernel_measured_keys
-    where library is not null
+    -- only op kinds with axes (the filter reaches the corpus scan: no join key is built for the rest)
+    where library is not null and kernel_interp_axes(op_kind, 1, 1, 1, 1, 1, 1, 1, 1) is not null
 ),
 
 shapes as (
