@@ -105,7 +105,7 @@ def write(
     of the store the design reads its hardware from (:func:`store_parameters`: deployments,
     their meshes and frameworks, GPUs, dtypes); ``deployments``: more deployments (one mapping
     each, its columns and mesh degrees by name) added to those, or, without ``parameters``,
-    the only ones."""
+    the only ones (none: ``[]``, for a design that reads no deployment)."""
     from archsql.store import write_store
 
     tables: dict[str, pa.Table] = {}
@@ -121,6 +121,8 @@ def write(
             "deployments": _param_table("deployments", [scalar for scalar, _ in split]),
             "deployment_mesh": _param_table("deployment_mesh", [m for _, mesh in split for m in mesh]),
         }
+        if not parameters:  # the only deployments: framework rows of others would be left dangling
+            added["deployment_frameworks"] = PARAMETER_TABLES["deployment_frameworks"].empty_table()
         for name, rows in added.items():
             tables[name] = pa.concat_tables([tables[name], rows]) if parameters else rows
     path = Path(db)
@@ -183,6 +185,26 @@ def with_deployment_copy(parameters: Mapping[str, pa.Table], row: Mapping[str, A
     out["deployment_frameworks"] = pa.concat_tables(
         [out["deployment_frameworks"], _param_table("deployment_frameworks", frameworks)]
     )
+    return out
+
+
+# the parameter tables whose rows belong to one deployment
+_DEPLOYMENT_PARTS = ("deployments", "deployment_mesh", "deployment_frameworks")
+
+
+def only_deployments(parameters: Mapping[str, pa.Table], names: Iterable[str]) -> dict[str, pa.Table]:
+    """``parameters`` (:func:`store_parameters`) with only the deployments ``names`` (their
+    mesh and framework rows too): the deployments a design reads.  Each deployment in the
+    design store costs its derived rows for every model the store holds (the SOL and memory
+    rows of ~20 default deployments were half of a design write); the GPUs, frameworks and
+    dtypes stay whole."""
+    import pyarrow.compute as pc
+
+    keep = pa.array(sorted(set(names)), pa.string())
+    out = dict(parameters)
+    for name in _DEPLOYMENT_PARTS:
+        if name in out:
+            out[name] = out[name].filter(pc.is_in(out[name].column("deployment"), keep))
     return out
 
 
@@ -319,6 +341,7 @@ __all__ = [
     "default_parameters",
     "deployment_rows",
     "design_db",
+    "only_deployments",
     "parse_contexts",
     "parse_tokens",
     "prefill_workload",
