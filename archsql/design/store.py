@@ -5,7 +5,9 @@ through the one engine (:func:`archsql.evaluator.evaluate`), write them with
 :func:`archsql.store.write_store` — the same tables and views as ``archsql build`` — and
 read every number back from the views with the saved SQL of ``archsql/design/sql``.  The
 parameter tables (workloads, deployments) describe the design question, so the design store
-is kept apart from the user's main store: its workloads are replaced by each command.
+is kept apart from the user's main store: its workloads are replaced by each command, and its
+deployments are the ones the command reads (an edit's ledger deployment, the comparison's
+contract, none for an audit): every deployment held costs its derived rows for every model.
 """
 
 from __future__ import annotations
