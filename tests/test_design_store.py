@@ -4,7 +4,8 @@ store's workloads and deployments with its own question's, so each write changes
 than the last; after every step each derived table holds the rows its view gives live (the
 ground truth of tests/test_derived.py), so no design command and no later read of the design
 store is served a stale figure.  And a design store holds the deployments its question reads,
-not the main store's every deployment: each deployment costs its rows for every model."""
+not the main store's every deployment, and the derived rows of the views its SQL reads, not
+every report's: each deployment and each view costs its rows for every model."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def counted_refreshes(monkeypatch):
     calls: list[int] = []
     whole = archsql.store.refresh
 
-    def counted(con):
+    def counted(con, *views):
         calls.append(1)
-        return whole(con)
+        return whole(con, *views)
 
     monkeypatch.setattr(archsql.store, "refresh", counted)
     return calls
@@ -69,4 +70,7 @@ def test_a_sequence_of_design_commands_leaves_every_derived_table_current(tmp_pa
     assert _deployments(db) == [fp8.deployment] == [f"{DEFAULT_DEPLOYMENT}+kv-fp8"]
     card = audit(four.derived.path, BASE, changed_field="num_key_value_heads", db=db)
     assert card.fields and _deployments(db) == []  # an audit card reads no deployment
-    _assert_derived_rows_are_the_live_rows(db)
+    materialized = _assert_derived_rows_are_the_live_rows(db)
+    # the derived rows kept are those of the views the design's SQL reads (and what they read)
+    assert {"step_sol", "device_memory", "architecture_profile"} <= set(materialized)
+    assert not {"kernel_sol", "fusion_matches", "serving_estimates"} & set(materialized)

@@ -128,8 +128,22 @@ def write(
         for name, rows in added.items():
             tables[name] = pa.concat_tables([tables[name], rows]) if parameters else rows
     path = Path(db)
-    write_store(path, tables)
+    write_store(path, tables, views=read_views())
     return path
+
+
+def read_views() -> list[str]:
+    """The store views the design's saved SQL reads (archsql/design/sql, its views too): the
+    derived rows a design store keeps are theirs and those of the views they read
+    (:func:`archsql.store.refresh` ``views``); every other view reads live from them.  The
+    kernel, fusion and serving reports no design reads were half the rows of a design write."""
+    from archsql.views import view_files
+
+    names = {f.name for f in view_files()}
+    words: set[str] = set()
+    for f in sorted(SQL_DIR.rglob("*.sql")):
+        words |= {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", f.read_text(encoding="utf-8"))}
+    return sorted(words & names)
 
 
 def _param_table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
@@ -349,6 +363,7 @@ __all__ = [
     "prefill_workload",
     "query",
     "read",
+    "read_views",
     "store_parameters",
     "token_label",
     "workload_rows",
