@@ -159,6 +159,7 @@ def write_store(
     *,
     replace_models: bool = True,
     refresh_derived: bool = True,
+    views: Iterable[str] | None = None,
     _from_empty: bool = True,
 ) -> list[str]:
     """Write evaluated tables (all models concatenated) into the DuckDB file at ``db_path``.
@@ -173,6 +174,8 @@ def write_store(
     saved as CSV and their rows copied into the new layout.  Returns a note per table so
     migrated, for the user.  ``refresh_derived=False`` leaves the derived tables stale (reads
     go live, never stale): for a store that is read once, through a few views, and dropped.
+    ``views``: the views whose rows a full refresh computes, with those they read (None: all;
+    :func:`refresh`): for a store read only through them (the design store).
     """
     unknown = sorted(set(tables) - set(TABLES) - set(PARAMETER_TABLES))
     if unknown:
@@ -225,7 +228,7 @@ def write_store(
         # the models' rows written (and the build record): their derived rows computed again,
         # unless a view, a reference table or anything else changed too (then all of them)
         if refresh_derived:
-            refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models))
+            refresh_changed(con, before, Change.of([*TABLES, "store_meta"], model=models), views=views)
         con.commit()
     except BaseException:
         con.rollback()
@@ -619,12 +622,15 @@ def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
     return Freshness(current == digest, digest, current, tuple(materialized))
 
 
-def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
+def refresh(con: duckdb.DuckDBPyConnection, views: Iterable[str] | None = None) -> list[str]:
     """Compute the rows of every ``int`` and ``reports`` view into ``derived.<view>`` and
     record their fingerprint, on a writable connection (in the caller's transaction, if
     any); the connection then reads them.  Each view is computed once, from the computed
     rows of the views it reads (each shadows its view while the next are computed).  Returns
-    the names of the materialized views, in dependency order."""
+    the names of the materialized views, in dependency order.
+
+    ``views``: only these views and those they read are materialized (the others are read
+    live, from the materialized ones: a store read through a few views, the design store)."""
     unshadow(con)
     con.execute("set enable_progress_bar = false")  # DuckDB's bar on long statements: not on our output
     # the graph the last refresh recorded while every view's SQL is the same (else parsed from
@@ -646,9 +652,12 @@ def refresh(con: duckdb.DuckDBPyConnection) -> list[str]:
     for (name,) in old:
         con.execute(f"drop table {db}.{DERIVED}.{_quote(name)}")
     transient = _transient(graph, by_name)
+    wanted = None if views is None else {*graph.closure(views), *DERIVED_BASE_VIEWS}
     done: list[str] = []
     for f in files:
         if f.layer not in DERIVED_LAYERS and f.name not in DERIVED_BASE_VIEWS:
+            continue
+        if wanted is not None and f.name not in wanted:
             continue
         if f.name in transient:  # computed once for the one report that reads it, not stored
             con.execute(f'create temp table "{f.name}" as select * from {db}.main."{f.name}"')
@@ -673,6 +682,21 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, views: list[str], macros: 
         "now()::timestamp as computed_at_utc",
         [fingerprint(con, views, macros), views, macros, done, __version__],
     )
+
+
+def _stored_for(graph: ViewGraph, views: Iterable[str]) -> set[str]:
+    """The views :func:`refresh` stores when asked for ``views``: those and the views they read
+    that are materialized at all (int and reports views, :data:`DERIVED_BASE_VIEWS`; not the
+    transient ones)."""
+    by_name = {f.name: f for f in view_files()}
+    transient = _transient(graph, by_name)
+    return {
+        name
+        for name in (*graph.closure(views), *DERIVED_BASE_VIEWS)
+        if name in by_name
+        and (by_name[name].layer in DERIVED_LAYERS or name in DERIVED_BASE_VIEWS)
+        and name not in transient
+    }
 
 
 def _transient(graph: ViewGraph, files: Mapping[str, ViewFile]) -> set[str]:
@@ -747,7 +771,9 @@ def _fingerprinted_present(con: duckdb.DuckDBPyConnection) -> bool:
     return {*_HASHED_TABLES, *_COUNTED_TABLES} <= _table_names(con)
 
 
-def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Change) -> list[str]:
+def refresh_changed(
+    con: duckdb.DuckDBPyConnection, before: Snapshot, change: Change, *, views: Iterable[str] | None = None
+) -> list[str]:
     """Bring the derived tables up to date after a write that changed only ``change``: the
     derived rows of the changed keys are deleted and computed again, by each view's own SQL
     over the store's rows of those keys (every other derived row is kept: it does not read
@@ -762,16 +788,24 @@ def refresh_changed(con: duckdb.DuckDBPyConnection, before: Snapshot, change: Ch
     ``change.tables`` is kept.  That a row of a key reads only the rows of that key (the
     deployment ``x`` rows of ``step_sol`` read no other deployment) is what the views are
     built on; tests/test_derived.py compares every derived table with its live view after
-    each kind of write."""
+    each kind of write.  ``views``: as :func:`refresh`'s, when everything is computed again
+    (the stored views are kept current either way)."""
+    wanted = None if views is None else list(views)
+
+    def everything() -> list[str]:
+        return refresh(con) if wanted is None else refresh(con, wanted)
+
     recorded = _recorded(con)
     if not before.fresh or recorded is None:
-        return refresh(con)
+        return everything()
     _, views, macros, materialized = recorded
     after = _digests(con, views, macros)
     moved = {name for name in after.keys() | before.digests.keys() if after.get(name) != before.digests.get(name)}
     graph = recorded_graph(con)
     if not moved <= change.tables or graph is None or graph.order != views:
-        return refresh(con)  # not only the change moved, or views came, went or changed: all of them
+        return everything()  # not only the change moved, or views came, went or changed: all of them
+    if wanted is not None and not _stored_for(graph, wanted) <= set(materialized):
+        return everything()  # a view wanted is not stored yet
     reads = graph.tables
     unshadow(con)
     db = _quote(_current_database(con))

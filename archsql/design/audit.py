@@ -471,7 +471,8 @@ def audit(
     ledger = CARD_SCHEMAS["audit_ledger"].empty_table().drop(["audit_id"])
     if len(analyses) == 2:
         decode = dstore.decode_workload(context, 1)
-        dstore.write(db, analyses, workloads=dstore.workload_rows([context], 1))
+        # no deployment: the card reads no per-deployment view, and each deployment costs its rows
+        dstore.write(db, analyses, workloads=dstore.workload_rows([context], 1), deployments=[])
         rows = dstore.read(db, "audit_profile", {"baseline": names[0], "candidate": names[1]}).to_pylist()
         fields = profile_fields(rows, names[0], names[1], library)
         for model in names:

@@ -333,7 +333,7 @@ def compare_components(
         analyses,
         workloads=contract.workloads(),
         deployments=[contract.deployment()],
-        parameters=parameters,
+        parameters=dstore.only_deployments(parameters, []),  # the contract's deployment is the only one read
     )
     rows = [
         {

@@ -74,6 +74,8 @@ class DerivedModel:
     dims_set: dict[str, Any] = field(default_factory=dict)  # dim -> binding written
     provenance: dict[str, str] = field(default_factory=dict)  # dim -> where its binding came from
     dims_dropped: tuple[str, ...] = ()
+    # the derived model as the engine evaluated it when it was checked (edit_model's "new")
+    analysis: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ def _complete(derived: DerivedModel, set_dims: dict[str, Any], dims_from: str | 
         data["dims"][dim] = None  # a stale binding of the swapped-out component
     derived.dims_dropped = tuple(unused)
     _write(derived)
-    evaluate(path, library=library)  # the engine has the last word (located SpecError/ShapeError)
+    derived.analysis = evaluate(path, library=library)  # the engine has the last word (located errors)
 
 
 def _apply_swap(spec, swap: Swap, templates: dict, swapped: dict, library) -> None:
@@ -305,11 +307,12 @@ def edit_model(
         chosen = {**chosen, "deployment": f"{deployment}+kv-{dtype}", "kv_dtype": dtype}
         parameters = dstore.with_deployment_copy(parameters, chosen, like=deployment)
     dtype = chosen["kv_dtype"]
+    parameters = dstore.only_deployments(parameters, [chosen["deployment"]])  # the ledger's: no other's rows
     derived = derive(
         base, swaps=swaps, set_dims=set_dims, dims_from=dims_from, name=name, out_dir=out_dir, library=library
     )
     old = evaluate(base, library=library)
-    new = evaluate(derived.path, library=library)
+    new = derived.analysis or evaluate(derived.path, library=library)  # evaluated by derive's check
     if old.model == new.model:
         raise DesignError(f"the derived model must have its own name, got '{new.model}' (the base's)")
     db = dstore.design_db(db)

@@ -5,7 +5,9 @@ through the one engine (:func:`archsql.evaluator.evaluate`), write them with
 :func:`archsql.store.write_store` — the same tables and views as ``archsql build`` — and
 read every number back from the views with the saved SQL of ``archsql/design/sql``.  The
 parameter tables (workloads, deployments) describe the design question, so the design store
-is kept apart from the user's main store: its workloads are replaced by each command.
+is kept apart from the user's main store: its workloads are replaced by each command, and its
+deployments are the ones the command reads (an edit's ledger deployment, the comparison's
+contract, none for an audit): every deployment held costs its derived rows for every model.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def write(
     of the store the design reads its hardware from (:func:`store_parameters`: deployments,
     their meshes and frameworks, GPUs, dtypes); ``deployments``: more deployments (one mapping
     each, its columns and mesh degrees by name) added to those, or, without ``parameters``,
-    the only ones."""
+    the only ones (none: ``[]``, for a design that reads no deployment)."""
     from archsql.store import write_store
 
     tables: dict[str, pa.Table] = {}
@@ -121,11 +123,27 @@ def write(
             "deployments": _param_table("deployments", [scalar for scalar, _ in split]),
             "deployment_mesh": _param_table("deployment_mesh", [m for _, mesh in split for m in mesh]),
         }
+        if not parameters:  # the only deployments: framework rows of others would be left dangling
+            added["deployment_frameworks"] = PARAMETER_TABLES["deployment_frameworks"].empty_table()
         for name, rows in added.items():
             tables[name] = pa.concat_tables([tables[name], rows]) if parameters else rows
     path = Path(db)
-    write_store(path, tables)
+    write_store(path, tables, views=read_views())
     return path
+
+
+def read_views() -> list[str]:
+    """The store views the design's saved SQL reads (archsql/design/sql, its views too): the
+    derived rows a design store keeps are theirs and those of the views they read
+    (:func:`archsql.store.refresh` ``views``); every other view reads live from them.  The
+    kernel, fusion and serving reports no design reads were half the rows of a design write."""
+    from archsql.views import view_files
+
+    names = {f.name for f in view_files()}
+    words: set[str] = set()
+    for f in sorted(SQL_DIR.rglob("*.sql")):
+        words |= {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", f.read_text(encoding="utf-8"))}
+    return sorted(words & names)
 
 
 def _param_table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
@@ -183,6 +201,26 @@ def with_deployment_copy(parameters: Mapping[str, pa.Table], row: Mapping[str, A
     out["deployment_frameworks"] = pa.concat_tables(
         [out["deployment_frameworks"], _param_table("deployment_frameworks", frameworks)]
     )
+    return out
+
+
+# the parameter tables whose rows belong to one deployment
+_DEPLOYMENT_PARTS = ("deployments", "deployment_mesh", "deployment_frameworks")
+
+
+def only_deployments(parameters: Mapping[str, pa.Table], names: Iterable[str]) -> dict[str, pa.Table]:
+    """``parameters`` (:func:`store_parameters`) with only the deployments ``names`` (their
+    mesh and framework rows too): the deployments a design reads.  Each deployment in the
+    design store costs its derived rows for every model the store holds (the SOL and memory
+    rows of ~20 default deployments were half of a design write); the GPUs, frameworks and
+    dtypes stay whole."""
+    import pyarrow.compute as pc
+
+    keep = pa.array(sorted(set(names)), pa.string())
+    out = dict(parameters)
+    for name in _DEPLOYMENT_PARTS:
+        if name in out:
+            out[name] = out[name].filter(pc.is_in(out[name].column("deployment"), keep))
     return out
 
 
@@ -319,11 +357,13 @@ __all__ = [
     "default_parameters",
     "deployment_rows",
     "design_db",
+    "only_deployments",
     "parse_contexts",
     "parse_tokens",
     "prefill_workload",
     "query",
     "read",
+    "read_views",
     "store_parameters",
     "token_label",
     "workload_rows",
