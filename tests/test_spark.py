@@ -327,3 +327,42 @@ def test_sql_on_spark_answers_a_report_view_as_duckdb(spark, small_store, small_
     got = query(sql, small_dataset, spark=spark)
     assert duck.num_rows > 0
     assert not parity.compare("step_sol", duck, got)
+
+
+@needs_spark
+def test_serving_views_give_the_same_rows_on_spark_and_duckdb(spark, small_store, tmp_path):
+    """The serving views hold rows only for stored serving cases (``serve-estimate`` rolls its
+    cases back): three kept on purpose — vLLM on one H200, SGLang and TensorRT-LLM on eight —
+    and their steps' workloads, then each serving view (and what it reads) computed once on
+    Spark equals DuckDB's rows."""
+    import shutil
+
+    from archsql import serving
+    from archsql.spark.engine import create_views, register_tables
+    from archsql.store import connect, refresh
+
+    db = tmp_path / "store.duckdb"
+    shutil.copy(small_store, db)
+    model = "Meta-Llama-3.1-8B"
+    cases = [
+        dict(serving_case="vllm", deployment="1xH200-single", framework="vllm", version="0.11.2", concurrency=16),
+        dict(serving_case="sglang", deployment="8xH200-tp8-ep8", framework="sglang", version="0.5.9", concurrency=64),
+        dict(
+            serving_case="trtllm", deployment="8xH200-tp8-ep8", framework="trtllm", version="1.2.0rc2", concurrency=128
+        ),
+    ]
+    con = connect(db, read_only=False, derived=False)
+    con.begin()
+    serving.prepare(con, [{**c, "model": model, "isl": 1024, "osl": 1024} for c in cases])
+    con.commit()
+    refresh(con)
+    con.close()
+    out = tmp_path / "dataset"
+    export_dataset(out, db)
+    manifest = read_manifest(out)
+    register_tables(spark, out, manifest)
+    views = ["int_serving_steps", "serving_admission", "serving_step_times", "serving_estimates"]
+    create_views(spark, manifest, only=views, materialize=True)
+    compared = {name: (n, found) for name, n, found in parity.compare_views(spark, db, views, tmp_path / "cmp")}
+    assert {name: found for name, (_, found) in compared.items()} == {name: [] for name in views}
+    assert compared["serving_estimates"][0] == len(cases)  # every case answered on both engines
