@@ -98,7 +98,22 @@ leaders as (
     group by model, deployment, phase, e_B, e_s, e_c, factor, factor_arg
 ),
 
+-- each leader with its monomial count (joined here, on the few leaders: joining held_ops to
+-- covers twice let the planner pair every two ops of a deployment first, 95 M rows, 7 s of CPU)
+leader_ops as (
+    select
+        ld.model,
+        ld.deployment,
+        ld.phase,
+        ld.uid,
+        a.monomials
+    from leaders as ld
+    inner join held_ops as a
+        on a.model = ld.model and a.deployment = ld.deployment and a.phase = ld.phase and a.uid = ld.uid
+),
+
 -- a leader covers an op when its coefficient is at least the op's on each of the op's monomials
+-- (count(*): the op's monomials — the left join keeps one row per monomial of the op)
 covers as (
     select
         h.model,
@@ -107,9 +122,11 @@ covers as (
         h.uid,
         ld.uid as leader,
         bool_and(coalesce(c.coef, 0) >= h.coef) as covers,
-        bool_and(coalesce(c.coef, 0) = h.coef) as ties
+        bool_and(coalesce(c.coef, 0) = h.coef) as ties,
+        count(*) as monomials,
+        any_value(ld.monomials) as leader_monomials
     from held_terms as h
-    inner join leaders as ld
+    inner join leader_ops as ld
         on ld.model = h.model and ld.deployment = h.deployment and ld.phase = h.phase and ld.uid <> h.uid
     left join held_terms as c
         on c.model = ld.model and c.deployment = ld.deployment and c.phase = ld.phase and c.uid = ld.uid
@@ -121,16 +138,15 @@ covers as (
 -- covered strictly (larger somewhere, or more monomials), or identical and after the leader
 pruned as (
     select distinct
-        cv.model,
-        cv.deployment,
-        cv.phase,
-        cv.uid
-    from covers as cv
-    inner join held_ops as a
-        on a.model = cv.model and a.deployment = cv.deployment and a.phase = cv.phase and a.uid = cv.leader
-    inner join held_ops as b
-        on b.model = cv.model and b.deployment = cv.deployment and b.phase = cv.phase and b.uid = cv.uid
-    where cv.covers and (not cv.ties or a.monomials > b.monomials or (a.monomials = b.monomials and cv.leader < cv.uid))
+        model,
+        deployment,
+        phase,
+        uid
+    from covers
+    where
+        covers and (
+            not ties or leader_monomials > monomials or (leader_monomials = monomials and leader < uid)
+        )
 ),
 
 candidates as (

@@ -243,13 +243,58 @@ versions as (
     from base_fusion_rules
 ),
 
+-- the launched kernel of every node a deployment runs, per framework version: the same at
+-- every workload, so joined here (a few hundred thousand rows) and to the ops once
+nodes as (
+    select distinct
+        model,
+        deployment,
+        phase,
+        uid
+    from ops
+),
+
+launched as (
+    select
+        n.model,
+        n.deployment,
+        n.phase,
+        n.uid,
+        v.framework,
+        v.version,
+        -- the launched kernel: the fused group of the node, else of its flash-attention
+        -- kernel's anchor, else that kernel (else the node itself: below)
+        coalesce(f.kernel_uid, fa.kernel_uid, b.kernel_uid) as kernel_uid,
+        coalesce(f.kernel, fa.kernel, nm.kernel, na.kernel, b.op_kind) as kernel,
+        coalesce(f.rule, fa.rule, nm.rule, na.rule) as rule,
+        c.call_uid
+    from nodes as n
+    cross join versions as v
+    left join base_kernels as b on b.model = n.model and b.phase = n.phase and b.uid = n.uid
+    left join fused_members as f
+        on f.model = n.model and f.deployment = n.deployment and f.phase = n.phase
+        and f.framework = v.framework and f.version = v.version and f.uid = n.uid
+    left join fused_members as fa
+        on fa.model = n.model and fa.deployment = n.deployment and fa.phase = n.phase
+        and fa.framework = v.framework and fa.version = v.version and fa.uid = b.kernel_uid and b.kernel_uid <> n.uid
+    left join named as nm
+        on nm.model = n.model and nm.deployment = n.deployment and nm.phase = n.phase
+        and nm.framework = v.framework and nm.version = v.version and nm.uid = n.uid
+    left join calls as c
+        on c.model = n.model and c.deployment = n.deployment and c.phase = n.phase
+        and c.framework = v.framework and c.version = v.version and c.uid = n.uid
+    left join named as na
+        on na.model = n.model and na.deployment = n.deployment and na.phase = n.phase
+        and na.framework = v.framework and na.version = v.version and na.uid = b.kernel_uid and b.kernel_uid <> n.uid
+),
+
 fused as (
     select
         o.model,
         o.deployment,
         o.workload,
-        v.framework,
-        v.version,
+        k.framework,
+        k.version,
         o.phase,
         o.uid,
         o.op,
@@ -265,33 +310,16 @@ fused as (
             as memory_s,
         o.comm_s,
         o.time_s as unfused_time_s,
-        -- the launched kernel: the fused group of the node, else of its flash-attention
-        -- kernel's anchor, else that kernel, else the node itself
-        coalesce(f.kernel_uid, fa.kernel_uid, b.kernel_uid, o.uid) as kernel_uid,
-        coalesce(f.kernel, fa.kernel, nm.kernel, na.kernel, b.op_kind, o.op) as kernel,
-        coalesce(f.rule, fa.rule, nm.rule, na.rule) as rule,
-        c.call_uid
+        coalesce(k.kernel_uid, o.uid) as kernel_uid,
+        coalesce(k.kernel, o.op) as kernel,
+        k.rule,
+        k.call_uid
     from ops as o
-    cross join versions as v
+    inner join launched as k
+        on k.model = o.model and k.deployment = o.deployment and k.phase = o.phase and k.uid = o.uid
     left join saved as s
         on s.model = o.model and s.deployment = o.deployment and s.workload = o.workload
-        and s.framework = v.framework and s.version = v.version and s.uid = o.uid
-    left join base_kernels as b on b.model = o.model and b.phase = o.phase and b.uid = o.uid
-    left join fused_members as f
-        on f.model = o.model and f.deployment = o.deployment and f.phase = o.phase
-        and f.framework = v.framework and f.version = v.version and f.uid = o.uid
-    left join fused_members as fa
-        on fa.model = o.model and fa.deployment = o.deployment and fa.phase = o.phase
-        and fa.framework = v.framework and fa.version = v.version and fa.uid = b.kernel_uid and b.kernel_uid <> o.uid
-    left join named as nm
-        on nm.model = o.model and nm.deployment = o.deployment and nm.phase = o.phase
-        and nm.framework = v.framework and nm.version = v.version and nm.uid = o.uid
-    left join calls as c
-        on c.model = o.model and c.deployment = o.deployment and c.phase = o.phase
-        and c.framework = v.framework and c.version = v.version and c.uid = o.uid
-    left join named as na
-        on na.model = o.model and na.deployment = o.deployment and na.phase = o.phase
-        and na.framework = v.framework and na.version = v.version and na.uid = b.kernel_uid and b.kernel_uid <> o.uid
+        and s.framework = k.framework and s.version = k.version and s.uid = o.uid
 )
 
 select

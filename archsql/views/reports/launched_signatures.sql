@@ -19,7 +19,6 @@ kernels as (
         kernel_uid,
         kernel,
         rule,
-        members,
         call_uid
     from launched_kernels
 ),
@@ -96,6 +95,23 @@ mla_dims as (
     group by model
 ),
 
+-- the launched merged GEMMs (a siblings rule) with their members: read apart from `kernels`
+-- (a step read twice is materialized whole — every kernel's member list, 2.5 M rows on the catalog)
+merged_kernels as (
+    select
+        k.model,
+        k.deployment,
+        k.workload,
+        k.framework,
+        k.version,
+        k.kernel_uid,
+        k.members,
+        array_length(k.members) as member_count
+    from launched_kernels as k
+    inner join base_fusion_rules as r on r.framework = k.framework and r.version = k.version and r.rule = k.rule
+    where r.pattern = 'siblings' and k.call_uid is null
+),
+
 -- a merged GEMM's n: the sum of its members' n (each member a GEMM of the same m and k)
 merged as (
     select
@@ -106,13 +122,13 @@ merged as (
         k.version,
         k.kernel_uid,
         sum(s.n) as n,
-        count(distinct s.k) = 1 and count(*) = array_length(any_value(k.members)) as same_k
-    from kernels as k
-    inner join base_fusion_rules as r on r.framework = k.framework and r.version = k.version and r.rule = k.rule
+        -- one k (min = max: a distinct count would aggregate the rows a second time)
+        coalesce(min(s.k) = max(s.k), false) and count(*) = any_value(k.member_count) as same_k
+    from merged_kernels as k
     cross join unnest(k.members) as m(uid)
     inner join signatures as s
         on s.model = k.model and s.deployment = k.deployment and s.workload = k.workload and s.uid = m.uid
-    where r.pattern = 'siblings' and s.op_kind in ('gemm', 'grouped_gemm')
+    where s.op_kind in ('gemm', 'grouped_gemm')
     group by k.model, k.deployment, k.workload, k.framework, k.version, k.kernel_uid
 ),
 
