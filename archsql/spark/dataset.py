@@ -146,7 +146,9 @@ def export_dataset(
                 "rows": None,
                 "schema": schema_json(CORPUS_SCHEMA),
             }
-            rows_out.append({"name": CORPUS, "kind": CORPUS_KIND, "rows": None, "partitions": None, "path": str(corpus)})
+            rows_out.append(
+                {"name": CORPUS, "kind": CORPUS_KIND, "rows": None, "partitions": None, "path": str(corpus)}
+            )
     finally:
         con.close()
     manifest = {
