@@ -835,6 +835,7 @@ def test_sidecar_stored_is_optional_and_boolean(tmp_path):
 
 def test_macros_defined_once_and_created_in_order():
     assert [f.name for f in macro_files()] == [
+        "max_degree",  # the 2^20 bound of a GPU count or degree (deployment_row_checks, int_deployment_axes)
         "window_pairs",
         "chunk_len",
         "chunk_pairs",
