@@ -26,42 +26,9 @@ op_kinds as (
     from base_kernel_op_kinds
 ),
 
--- every distinct kernel signature of the SOL side, in the corpus's columns
+-- every distinct kernel signature of the SOL side, in the corpus's columns (the op-by-op
+-- rows lack the fused kernels' inter, kv_lora_rank and rope_dim: null there, by name)
 signatures as (
-    select distinct
-        gpu,
-        op_kind,
-        phase,
-        dtype,
-        weight_dtype,
-        kv_dtype,
-        tp,
-        ep,
-        nodes,
-        m,
-        n,
-        k,
-        batch,
-        q_len,
-        kv_len,
-        heads,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        window_size,
-        tokens,
-        hidden,
-        null::bigint as inter,
-        topk,
-        experts,
-        null::bigint as kv_lora_rank,
-        null::bigint as rope_dim,
-        routing,
-        message_bytes,
-        group_size
-    from kernel_signatures
-    where op_kind is not null
-    union
     select distinct
         gpu,
         op_kind,
@@ -93,7 +60,11 @@ signatures as (
         routing,
         message_bytes,
         group_size
-    from launched_signatures
+    from (
+        select * from kernel_signatures
+        union all by name
+        select * from launched_signatures
+    )
     where op_kind is not null
 ),
 
