@@ -372,6 +372,20 @@ def test_what_cannot_be_expressed_is_named(llama, change, message):
         serving.estimate(llama, [_case(**change)])
 
 
+def test_a_deployment_without_a_kv_dtype_is_named_not_priced(llama, tmp_path):
+    """A deployment whose KV dtype is null has no KV bytes, so no batch it can hold: the
+    estimate names the deployment as rejected instead of answering a null TTFT."""
+    db = tmp_path / "store.duckdb"
+    shutil.copy(llama, db)
+    con = store.connect(db, read_only=False, derived=False)
+    store.insert_deployments(con, [{"deployment": "no-kv-dtype", "kv_dtype": None}], like="1xH200-single")
+    con.close()
+    with pytest.raises(
+        QueryError, match=r"deployment 'no-kv-dtype' is rejected: unknown dtype in weight/act/kv: .*null"
+    ):
+        serving.estimate(db, [_case(deployment="no-kv-dtype")])
+
+
 def test_a_gpu_without_serving_constants_is_named(shared):
     """MI300X has no GPU generation in gpu_generations.csv, so no fitted constants: refused."""
     with pytest.raises(QueryError, match=r"GPU 'MI300X' has no serving constants"):
