@@ -114,17 +114,19 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session", autouse=True)
 def _catalog_in_background(request, tmp_path_factory, _cache_folder):
     """When this run has tests that read the catalog store, one process (the first xdist
-    worker, or the only one) starts building it in a subprocess, on one DuckDB thread, under
-    :func:`shared_store`'s lock: a test that needs it first waits on the lock, and a build
-    that failed is done again by that test (which then shows the error)."""
+    worker, or the only one) starts building it in a subprocess (one DuckDB thread under
+    xdist) under :func:`shared_store`'s lock: a test that needs it first waits on the lock,
+    and a build that failed is done again by that test (which then shows the error)."""
     if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or not any(map(_uses_catalog, request.session.items)):
         yield
         return
     root = _shared_stores(tmp_path_factory)
     root.mkdir(parents=True, exist_ok=True)
     log = root / "catalog-build.log"
+    # one DuckDB thread beside two busy xdist workers; every core when this run has no other
+    threads = 1 if os.environ.get("PYTEST_XDIST_WORKER") else None
     code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import conftest; " \
-        f"conftest.shared_store(conftest.Path({str(root)!r}), (), threads=1)"  # fmt: skip
+        f"conftest.shared_store(conftest.Path({str(root)!r}), (), threads={threads})"  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
     try:
